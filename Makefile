@@ -1,0 +1,31 @@
+# goclaw — `make run` sets everything up and serves; `make test` runs the whole suite.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat requirements.txt | cksum | cut -d' ' -f1)
+
+.PHONY: run test bench check clean-data help
+
+help:
+	@echo "make run    - install (venv + requirements), set up embedded PostgreSQL, migrate, create admin, serve"
+	@echo "make test   - run the whole test suite"
+	@echo "make bench  - run the benchmarks (results in benchmarks/results/)"
+	@echo "make check  - Django system checks and migration drift check"
+
+$(STAMP): requirements.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	@rm -f $(VENV)/.installed-*; touch $@
+
+run: $(STAMP)
+	$(PY) manage.py up
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+check: $(STAMP)
+	$(PY) manage.py check
+	$(PY) manage.py makemigrations --check --dry-run
+
+bench: $(STAMP)
+	$(PY) benchmarks/run_all.py

@@ -1,0 +1,137 @@
+"""Realtime events: `publish()` sends to Channels groups only after the surrounding transaction commits.
+
+Delivery is best effort (the audit rows are the durable record). In servers a per-process sender
+thread owns one event loop, so the channel layer's connection pool lives on a single loop and HTTP
+requests never wait for the layer; tests use inline delivery.
+"""
+from __future__ import annotations
+
+import asyncio
+import atexit
+import logging
+import os
+import re
+import threading
+import time
+from datetime import datetime, timezone
+from typing import Any, Iterable
+
+from django.conf import settings
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import transaction
+
+logger = logging.getLogger("goclaw.events")
+
+GROUP_NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,99}$")
+
+
+def agent_group(agent_key: str) -> str:
+    return f"agent.{agent_key}"
+
+
+def _message(event_type: str, payload: dict[str, Any], group: str) -> dict[str, Any]:
+    # Round-trip through the JSON encoder so datetimes/UUIDs/Decimals survive every layer's serializer.
+    import json
+
+    body = json.loads(json.dumps(payload, cls=DjangoJSONEncoder))
+    return {
+        "type": "event.message",
+        "event": event_type,
+        "group": group,
+        "payload": body,
+        "ts": datetime.now(timezone.utc).isoformat(),
+    }
+
+
+def publish(event_type: str, payload: dict[str, Any], groups: Iterable[str]) -> None:
+    """Queue `event_type` for each group once the current transaction (if any) commits."""
+    groups = [g for g in dict.fromkeys(groups) if GROUP_NAME_RE.match(g)]
+    if not groups:
+        return
+    messages = [(g, _message(event_type, payload, g)) for g in groups]
+    transaction.on_commit(lambda: _deliver(messages))
+
+
+def _deliver(messages: list[tuple[str, dict]]) -> None:
+    if settings.EVENTS_DELIVERY == "inline":
+        from asgiref.sync import async_to_sync
+        from channels.layers import get_channel_layer
+
+        layer = get_channel_layer()
+        for group, message in messages:
+            try:
+                async_to_sync(layer.group_send)(group, message)
+            except Exception:  # never let a realtime hiccup break the caller
+                logger.exception("event delivery failed for group %s", group)
+        return
+    _sender().submit(messages)
+
+
+class _Sender:
+    """A daemon thread with its own event loop that performs group_send calls in order."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.loop = asyncio.new_event_loop()
+        self.pending = 0
+        self.lock = threading.Lock()
+        self.idle = threading.Condition(self.lock)
+        self.thread = threading.Thread(target=self._run, name="goclaw-events", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    async def _send(self, messages: list[tuple[str, dict]]) -> None:
+        from channels.layers import get_channel_layer
+
+        try:
+            layer = get_channel_layer()
+            for group, message in messages:
+                try:
+                    await layer.group_send(group, message)
+                except Exception:
+                    logger.exception("event delivery failed for group %s", group)
+        finally:
+            with self.lock:
+                self.pending -= 1
+                self.idle.notify_all()
+
+    def submit(self, messages: list[tuple[str, dict]]) -> None:
+        with self.lock:
+            self.pending += 1
+        asyncio.run_coroutine_threadsafe(self._send(messages), self.loop)
+
+    def flush(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        with self.lock:
+            while self.pending:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self.idle.wait(remaining)
+        return True
+
+
+_sender_instance: _Sender | None = None
+_sender_lock = threading.Lock()
+
+
+def _sender() -> _Sender:
+    global _sender_instance
+    with _sender_lock:
+        # A forked worker (django-q2, gunicorn) must not reuse the parent's thread: it does not exist there.
+        if _sender_instance is None or _sender_instance.pid != os.getpid():
+            _sender_instance = _Sender()
+        return _sender_instance
+
+
+def flush(timeout: float = 5.0) -> bool:
+    """Wait until every queued event has been handed to the channel layer (used at exit and in tests)."""
+    if _sender_instance is None or _sender_instance.pid != os.getpid():
+        return True
+    return _sender_instance.flush(timeout)
+
+
+atexit.register(flush, 5.0)

@@ -1,0 +1,134 @@
+"""`manage.py up`: migrate, ensure an admin, then supervise the web server (gunicorn, WSGI), the WebSocket
+server (daphne, ASGI) and the django-q2 cluster until Ctrl-C; PostgreSQL (embedded) stops last."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+from django.db import connections
+
+from goclaw.services import admin_ensure
+
+RESTART_LIMIT = 5  # restarts of one child within RESTART_WINDOW before `up` gives up
+RESTART_WINDOW = 60.0
+
+
+def database_url() -> str:
+    """The default database as a URL, so children use the server this process started (no second start)."""
+    from urllib.parse import quote, urlencode
+
+    db = settings.DATABASES["default"]
+    auth = quote(db["USER"]) + (":" + quote(db["PASSWORD"]) if db.get("PASSWORD") else "")
+    host = db.get("HOST") or ""
+    if host.startswith("/"):
+        return f"postgresql://{auth}@/{quote(db['NAME'])}?{urlencode({'host': host})}"
+    port = f":{db['PORT']}" if db.get("PORT") else ""
+    return f"postgresql://{auth}@{host}{port}/{quote(db['NAME'])}"
+
+
+class Child:
+    def __init__(self, name: str, argv: list[str], env: dict[str, str]):
+        self.name, self.argv, self.env = name, argv, env
+        self.proc: subprocess.Popen | None = None
+        self.restarts: list[float] = []
+
+    def start(self) -> None:
+        # Own session: a terminal Ctrl-C reaches only `up`, which stops children in order.
+        self.proc = subprocess.Popen(self.argv, env=self.env, start_new_session=True)
+
+    def stop(self, timeout: float = 15.0) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class Command(BaseCommand):
+    help = "Set up (migrations, admin account) and serve goclaw: web, WebSocket and worker processes."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default=settings.HOST)
+        parser.add_argument("--port", type=int, default=settings.PORT)
+        parser.add_argument("--ws-port", type=int, default=None)
+        parser.add_argument("--no-worker", action="store_true", help="do not start the django-q2 cluster")
+
+    def handle(self, *args, host, port, ws_port, no_worker, **options):
+        ws_port = ws_port or (settings.WS_PORT if port == settings.PORT else port + 1)
+        started = time.monotonic()
+        call_command("migrate", interactive=False, verbosity=0)
+        call_command("collectstatic", interactive=False, verbosity=0)
+        created, password = admin_ensure(username=settings.ADMIN_USER, password=settings.ADMIN_PASSWORD,
+                                         password_file=settings.DATA_DIR / "admin-password.txt")
+        if created and password:
+            self.stdout.write(self.style.WARNING(
+                f"Created admin user {settings.ADMIN_USER!r} with password: {password}\n"
+                f"(also saved to {settings.DATA_DIR / 'admin-password.txt'}, mode 0600; it is not shown again)"))
+        elif created:
+            self.stdout.write(f"Created admin user {settings.ADMIN_USER!r} with the password from GOCLAW_ADMIN_PASSWORD")
+        connections.close_all()
+
+        env = {**os.environ, "DATABASE_URL": database_url(), "DJANGO_SETTINGS_MODULE": "goclaw.settings",
+               "GOCLAW_PORT": str(port), "GOCLAW_WS_PORT": str(ws_port), "GOCLAW_HOST": host,
+               "GOCLAW_WS_URL": os.environ.get("GOCLAW_WS_URL", f"ws://{host}:{ws_port}/ws/events/"),
+               "PYTHONUNBUFFERED": "1"}
+        bindir = Path(sys.executable).parent
+        children = [
+            Child("web", [str(bindir / "gunicorn"), "goclaw.wsgi:application", "-c", str(settings.BASE_DIR / "goclaw" / "gunicorn_conf.py"),
+                          "--bind", f"{host}:{port}"], env),
+            Child("websocket", [str(bindir / "daphne"), "-b", host, "-p", str(ws_port), "--proxy-headers", "goclaw.asgi:application"], env),
+        ]
+        if not no_worker:
+            children.append(Child("worker", [sys.executable, str(settings.BASE_DIR / "manage.py"), "qcluster"], env))
+
+        stop_requested = []
+
+        def request_stop(signum, frame):
+            stop_requested.append(signum)
+
+        signal.signal(signal.SIGINT, request_stop)
+        signal.signal(signal.SIGTERM, request_stop)
+        for child in children:
+            child.start()
+        if not no_worker:
+            from django_q.tasks import async_task
+
+            async_task("goclaw.tasks.heartbeat")  # first beat as soon as the cluster takes tasks
+            connections.close_all()
+        self.stdout.write(self.style.SUCCESS(
+            f"goclaw is starting (set-up took {time.monotonic() - started:.1f}s)\n"
+            f"  admin:     http://{host}:{port}/admin/\n"
+            f"  API docs:  http://{host}:{port}/api/docs/\n"
+            f"  health:    http://{host}:{port}/healthz\n"
+            f"  WebSocket: {env['GOCLAW_WS_URL']}\n"
+            f"Press Ctrl-C to stop."))
+        exit_code = self._supervise(children, stop_requested)
+        for child in children:  # web first, worker last
+            child.stop()
+        self.stdout.write("goclaw stopped.")
+        if exit_code:
+            sys.exit(exit_code)
+
+    def _supervise(self, children: list[Child], stop_requested: list) -> int:
+        while not stop_requested:
+            time.sleep(0.2)
+            for child in children:
+                if child.proc is not None and child.proc.poll() is not None and not stop_requested:
+                    now = time.monotonic()
+                    child.restarts = [t for t in child.restarts if now - t < RESTART_WINDOW] + [now]
+                    if len(child.restarts) > RESTART_LIMIT:
+                        self.stderr.write(f"{child.name} keeps exiting (code {child.proc.returncode}); stopping goclaw")
+                        return 1
+                    self.stderr.write(f"{child.name} exited with code {child.proc.returncode}; restarting")
+                    child.start()
+        return 0

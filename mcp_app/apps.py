@@ -1,0 +1,5 @@
+from django.apps import AppConfig
+
+
+class McpAppConfig(AppConfig):
+    name = "mcp_app"

@@ -1,0 +1,5 @@
+from django.apps import AppConfig
+
+
+class TeamsAppConfig(AppConfig):
+    name = "teams_app"

@@ -1,0 +1,74 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _settings_process(env_overrides: dict, code: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_VERSION", "PYTEST_CURRENT_TEST")}
+    env.update({"DATABASE_URL": "postgresql://nobody@/none?host=/nonexistent", "DJANGO_SETTINGS_MODULE": "goclaw.settings"})
+    env.update(env_overrides)
+    return subprocess.run([sys.executable, "-c", f"import django; django.setup(); {code}"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_production_without_secrets_refuses_to_start(tmp_path):
+    result = _settings_process({"GOCLAW_ENV": "production", "GOCLAW_DATA_DIR": str(tmp_path), "SECRET_KEY": ""}, "pass")
+    assert result.returncode != 0
+    assert "SECRET_KEY is required when GOCLAW_ENV=production" in result.stderr
+
+
+def test_development_generates_secrets_once_with_private_mode(tmp_path):
+    code = "from django.conf import settings; print(settings.SECRET_KEY); print(settings.GOCLAW_ENCRYPTION_KEY)"
+    first = _settings_process({"GOCLAW_DATA_DIR": str(tmp_path)}, code)
+    second = _settings_process({"GOCLAW_DATA_DIR": str(tmp_path)}, code)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == second.stdout
+    assert oct((tmp_path / "secret-key.txt").stat().st_mode & 0o777) == "0o600"
+    assert oct((tmp_path / "encryption-key.txt").stat().st_mode & 0o777) == "0o600"
+
+
+@pytest.mark.parametrize("name,value", [("GOCLAW_PORT", "eighty"), ("GOCLAW_DEBUG", "maybe"), ("GOCLAW_ENV", "staging")])
+def test_bad_setting_values_fail_with_the_variable_name(tmp_path, name, value):
+    result = _settings_process({"GOCLAW_DATA_DIR": str(tmp_path), name: value}, "pass")
+    assert result.returncode != 0
+    assert "ImproperlyConfigured" in result.stderr and name in result.stderr
+
+
+def test_migrations_are_in_sync_with_models(db):
+    call_command("makemigrations", "--check", "--dry-run", verbosity=0)
+
+
+@pytest.mark.django_db
+def test_healthz_reports_missing_worker_as_503(client):
+    response = client.get("/healthz")
+    body = response.json()
+    assert body["checks"]["database"]["ok"] and body["checks"]["pgvector"]["ok"]
+    assert not body["checks"]["worker"]["ok"]
+    assert response.status_code == 503
+
+
+@pytest.mark.django_db
+def test_healthz_is_200_after_a_worker_heartbeat(client):
+    from goclaw.tasks import heartbeat
+
+    heartbeat()
+    response = client.get("/healthz")
+    assert response.status_code == 200, response.json()
+
+
+@pytest.mark.django_db
+def test_api_docs_and_schema_render(client, django_user_model):
+    schema = client.get("/api/schema/?format=json")
+    assert schema.status_code == 200
+    paths = schema.json()["paths"]
+    for route in ("/api/v1/tools", "/api/v1/tools/execute", "/api/v1/security/check-command", "/api/v1/security/scrub",
+                  "/api/v1/invocations", "/api/v1/agents/me"):
+        assert route in paths
+    docs = client.get("/api/docs/")
+    assert docs.status_code == 200 and b"swagger" in docs.content.lower()

@@ -1,0 +1,78 @@
+"""Admin screens for agents, tokens and the invocation audit. Actions are thin calls into services."""
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.template.response import TemplateResponse
+
+from tools_app.models import Agent, AgentToken, StoredToolOutput, ToolInvocation
+from tools_app.services.agents import token_issue, token_revoke
+
+
+class AgentTokenInline(admin.TabularInline):
+    model = AgentToken
+    extra = 0
+    can_delete = False
+    fields = ["name", "prefix", "expires_at", "revoked", "last_used_at", "created_at"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request, obj=None):
+        return False  # tokens are issued with the action, which shows the secret once
+
+
+@admin.register(Agent)
+class AgentAdmin(admin.ModelAdmin):
+    list_display = ["key", "display_name", "agent_type", "provider", "model", "enabled", "updated_at"]
+    list_filter = ["agent_type", "enabled", "provider"]
+    search_fields = ["key", "display_name"]
+    inlines = [AgentTokenInline]
+    actions = ["issue_token"]
+
+    @admin.action(description="Issue a new API token (shown once)")
+    def issue_token(self, request, queryset):
+        issued = [(agent, token_issue(agent=agent, name="admin", actor=request.user)[1]) for agent in queryset]
+        return TemplateResponse(request, "admin/tools_app/token_issued.html",
+                                {**self.admin_site.each_context(request), "issued": issued, "title": "Agent tokens issued"})
+
+
+@admin.register(AgentToken)
+class AgentTokenAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "agent", "name", "expires_at", "revoked", "last_used_at", "created_at"]
+    list_filter = ["revoked", "agent"]
+    search_fields = ["agent__key", "name", "prefix"]
+    readonly_fields = ["agent", "prefix", "token_hash", "last_used_at", "created_at", "created_by", "revoked_at"]
+    fields = ["agent", "name", "prefix", "expires_at", "revoked", "revoked_at", "last_used_at", "created_at", "created_by"]
+    actions = ["revoke"]
+
+    def has_add_permission(self, request):
+        return False
+
+    @admin.action(description="Revoke selected tokens")
+    def revoke(self, request, queryset):
+        for token in queryset:
+            token_revoke(token=token)
+        self.message_user(request, f"Revoked {queryset.count()} token(s).", messages.SUCCESS)
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(ToolInvocation)
+class ToolInvocationAdmin(ReadOnlyAdmin):
+    list_display = ["created_at", "agent_key", "tool_name", "status", "observed", "duration_ms", "result_size", "session_key", "user_id"]
+    list_filter = ["status", "observed", "tool_name", "agent_key", "created_at"]
+    search_fields = ["agent_key", "tool_name", "session_key", "user_id", "error", "request_id"]
+    date_hierarchy = "created_at"
+    list_select_related = False
+    show_full_result_count = False
+
+
+@admin.register(StoredToolOutput)
+class StoredToolOutputAdmin(ReadOnlyAdmin):
+    list_display = ["id", "agent_key", "tool_name", "created_at"]
+    list_filter = ["tool_name"]
+    search_fields = ["agent_key", "id"]

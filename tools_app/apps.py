@@ -1,0 +1,12 @@
+from django.apps import AppConfig
+
+
+class ToolsAppConfig(AppConfig):
+    name = "tools_app"
+    verbose_name = "Tools"
+
+    def ready(self) -> None:
+        from tools_app.builtin import register_builtin_tools
+        from tools_app.registry import registry
+
+        register_builtin_tools(registry)

@@ -1,0 +1,49 @@
+"""DRF authentication for agents: `Authorization: Bearer gclw_<prefix>_<secret>`."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rest_framework.authentication import BaseAuthentication
+from rest_framework.exceptions import AuthenticationFailed
+
+from tools_app.models import Agent, AgentToken
+from tools_app.services.agents import token_authenticate
+
+
+@dataclass
+class AgentPrincipal:
+    """What `request.user` is for an agent request."""
+
+    agent: Agent
+    token: AgentToken
+    is_authenticated: bool = True
+    is_staff: bool = False
+    is_active: bool = True
+    pk = None
+
+    def __str__(self) -> str:
+        return f"agent:{self.agent.key}"
+
+
+def bearer_from_header(header: str) -> str | None:
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    return value.strip() or None
+
+
+class AgentTokenAuthentication(BaseAuthentication):
+    def authenticate(self, request):
+        header = request.META.get("HTTP_AUTHORIZATION", "")
+        if not header:
+            return None
+        raw = bearer_from_header(header)
+        if raw is None:
+            raise AuthenticationFailed("Authorization header must be 'Bearer <agent token>'")
+        token = token_authenticate(raw)
+        if token is None:
+            raise AuthenticationFailed("invalid, expired or revoked agent token")
+        return AgentPrincipal(agent=token.agent, token=token), token
+
+    def authenticate_header(self, request):
+        return 'Bearer realm="goclaw"'

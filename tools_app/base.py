@@ -1,0 +1,83 @@
+"""The tool contract: every built-in, custom and MCP-bridged tool implements `Tool.run(ctx, args)`.
+
+Tool instances are shared across threads and requests, so they hold configuration only; every
+per-call value travels in the immutable `ToolContext`.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """Per-call values handed to a tool. Frozen: tools must not keep state between calls."""
+
+    agent_key: str
+    agent_id: int | None = None
+    user_id: str = ""
+    channel: str = ""
+    chat_id: str = ""
+    peer_kind: str = ""
+    session_key: str = ""
+    sandbox_key: str = ""
+    workspace: Path | None = None
+    subagent_depth: int = 0
+    request_id: str = ""
+    provider: str = ""
+    # Per-agent settings resolved once per call (e.g. denied paths, exec timeouts, deny groups).
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def replace(self, **changes: Any) -> "ToolContext":
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass
+class ToolResult:
+    """What a tool returns: `for_llm` goes back to the model, `for_user` (optional) to a person."""
+
+    for_llm: str
+    for_user: str | None = None
+    is_error: bool = False
+    media: list[dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def error(cls, message: str) -> "ToolResult":
+        return cls(for_llm=message, is_error=True)
+
+
+class ToolError(Exception):
+    """Raised inside a tool for an expected failure; the pipeline turns it into an error result
+    carrying exactly this message (unlike other exceptions, whose details stay in the log)."""
+
+
+class Tool:
+    """Base class. Subclasses set the class attributes and implement `run`."""
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    parameters: ClassVar[dict[str, Any]] = {"type": "object", "properties": {}, "additionalProperties": False}
+    group: ClassVar[str] = ""
+    read_only: ClassVar[bool] = True          # False means the tool changes something (files, processes, state)
+    requires_approval: ClassVar[bool] = False  # may be asked about depending on mode/permissions
+    always_require_approval: ClassVar[bool] = False  # a person must approve every call
+    timeout_seconds: ClassVar[float] = 60.0
+    aliases: ClassVar[tuple[str, ...]] = ()
+    # Name of the argument holding a shell command, checked by the security filter hook.
+    command_argument: ClassVar[str | None] = None
+
+    @property
+    def mutating(self) -> bool:
+        return not self.read_only
+
+    def run(self, ctx: ToolContext, args: dict[str, Any]) -> ToolResult:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def definition(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "parameters": self.parameters, "group": self.group}
+
+    def timeout_for(self, ctx: ToolContext, args: dict[str, Any]) -> float:
+        """The wall-clock limit the pipeline enforces for this call (tools may read it from args)."""
+        return float(ctx.settings.get("tool_timeouts", {}).get(self.name, self.timeout_seconds))

@@ -1,0 +1,153 @@
+"""Pre- and post-execution hooks. A pre-hook answers Continue, Block(reason), Modify(params) or
+Observe(reason); they run in priority order (lower first), a Block stops the call, the last Modify wins,
+Observe is recorded and the call goes on. Post-hooks observe results and can never change them."""
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from django.conf import settings
+
+if TYPE_CHECKING:
+    from tools_app.base import Tool, ToolContext, ToolResult
+
+logger = logging.getLogger("goclaw.hooks")
+
+
+@dataclass(frozen=True)
+class HookResult:
+    kind: Literal["continue", "block", "modify", "observe"] = "continue"
+    reason: str = ""
+    params: dict[str, Any] | None = None
+
+    @classmethod
+    def block(cls, reason: str) -> "HookResult":
+        return cls("block", reason)
+
+    @classmethod
+    def modify(cls, params: dict[str, Any], reason: str = "") -> "HookResult":
+        return cls("modify", reason, params)
+
+    @classmethod
+    def observe(cls, reason: str) -> "HookResult":
+        return cls("observe", reason)
+
+
+CONTINUE = HookResult()
+
+
+class PreHook:
+    name = "pre-hook"
+    priority = 100
+
+    def before(self, ctx: "ToolContext", tool: "Tool", args: dict[str, Any]) -> HookResult:  # pragma: no cover
+        return CONTINUE
+
+
+class PostHook:
+    name = "post-hook"
+
+    def after(self, ctx: "ToolContext", tool: "Tool", args: dict[str, Any], result: "ToolResult", status: str) -> None:  # pragma: no cover
+        return None
+
+
+@dataclass
+class PreHookOutcome:
+    blocked: str | None = None
+    blocked_by: str = ""
+    args: dict[str, Any] = field(default_factory=dict)
+    observations: list[str] = field(default_factory=list)
+
+
+class HookRegistry:
+    def __init__(self) -> None:
+        self._pre: list[PreHook] = []
+        self._post: list[PostHook] = []
+        self._lock = threading.Lock()
+
+    def add_pre(self, hook: PreHook) -> None:
+        with self._lock:
+            self._pre = sorted([h for h in self._pre if h.name != hook.name] + [hook], key=lambda h: h.priority)
+
+    def add_post(self, hook: PostHook) -> None:
+        with self._lock:
+            self._post = [h for h in self._post if h.name != hook.name] + [hook]
+
+    def remove(self, name: str) -> None:
+        with self._lock:
+            self._pre = [h for h in self._pre if h.name != name]
+            self._post = [h for h in self._post if h.name != name]
+
+    def run_pre(self, ctx: "ToolContext", tool: "Tool", args: dict[str, Any]) -> PreHookOutcome:
+        outcome = PreHookOutcome(args=args)
+        modified: dict[str, Any] | None = None
+        for hook in self._pre:
+            try:
+                result = hook.before(ctx, tool, args)
+            except Exception:
+                # A broken security hook must not wave calls through.
+                logger.exception("pre-hook %s failed", hook.name)
+                result = HookResult.block(f"{hook.name} failed; the call was refused")
+            if result.kind == "block":
+                outcome.blocked, outcome.blocked_by = result.reason or "blocked", hook.name
+                return outcome
+            if result.kind == "modify" and result.params is not None:
+                modified = result.params
+            elif result.kind == "observe":
+                outcome.observations.append(f"{hook.name}: {result.reason}")
+        if modified is not None:
+            outcome.args = modified
+        return outcome
+
+    def run_post(self, ctx, tool, args, result, status) -> None:
+        for hook in self._post:
+            try:
+                hook.after(ctx, tool, args, result, status)
+            except Exception:
+                logger.exception("post-hook %s failed (result unchanged)", hook.name)
+
+
+class SecurityFilterHook(PreHook):
+    """Priority 10: globally blocked tool names, and the shell safety check on any command argument."""
+
+    name = "security_filter"
+    priority = 10
+
+    def before(self, ctx, tool, args):
+        if tool.name in set(getattr(settings, "TOOL_BLOCKED_NAMES", ())):
+            return HookResult.block(f"tool {tool.name} is blocked by the administrator")
+        if tool.command_argument and isinstance(args.get(tool.command_argument), str):
+            from tools_app.security.shell_check import check_command
+
+            disabled = frozenset(ctx.settings.get("shell_disabled_rule_groups", ()))
+            verdict = check_command(args[tool.command_argument], disabled_groups=disabled)
+            if verdict.verdict == "deny":
+                return HookResult.block("command denied by safety policy: " + "; ".join(verdict.reasons))
+            if verdict.observe:
+                return HookResult.observe("; ".join(verdict.reasons) or "suspicious command")
+        return CONTINUE
+
+
+class AccessControlHook(PreHook):
+    """Priority 20: the agent's own allowed/denied tool lists (`tools_allow`/`tools_deny`); deny wins."""
+
+    name = "access_control"
+    priority = 20
+
+    def before(self, ctx, tool, args):
+        from tools_app.registry import registry
+
+        deny = ctx.settings.get("tools_deny") or ()
+        if deny and tool.name in registry.expand(deny):
+            return HookResult.block(f"tool {tool.name} is denied for agent {ctx.agent_key}")
+        allow = ctx.settings.get("tools_allow") or ()
+        if allow and tool.name not in registry.expand(allow):
+            return HookResult.block(f"tool {tool.name} is not in the allowed tools of agent {ctx.agent_key}")
+        return CONTINUE
+
+
+hooks = HookRegistry()
+hooks.add_pre(SecurityFilterHook())
+hooks.add_pre(AccessControlHook())

@@ -1,0 +1,24 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from goclaw.errors import ApplicationError
+from tools_app.choices import AgentType
+from tools_app.services.agents import agent_create
+
+
+class Command(BaseCommand):
+    help = "Create an agent (then give it a token with `issue_token`)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("key")
+        parser.add_argument("--name", default="")
+        parser.add_argument("--type", choices=[c.value for c in AgentType], default=AgentType.PREDEFINED)
+        parser.add_argument("--provider", default="")
+        parser.add_argument("--model", default="")
+        parser.add_argument("--workspace", default="")
+
+    def handle(self, *args, key, name, type, provider, model, workspace, **options):
+        try:
+            agent = agent_create(key=key, display_name=name, agent_type=type, provider=provider, model=model, workspace=workspace)
+        except ApplicationError as exc:
+            raise CommandError(f"{exc.message}: {exc.details}") from None
+        self.stdout.write(f"created agent {agent.key} (workspace {agent.workspace_path})")
