@@ -11,12 +11,13 @@ _FALSE = {"0", "false", "no", "off", ""}
 
 
 def env_str(name: str, default: str = "") -> str:
-    return os.environ.get(name, default)
+    """The variable's value; unset or empty means the default (so a copied .env.example changes nothing)."""
+    return os.environ.get(name) or default
 
 
 def env_bool(name: str, default: bool = False) -> bool:
     raw = os.environ.get(name)
-    if raw is None:
+    if raw is None or raw.strip() == "":
         return default
     value = raw.strip().lower()
     if value in _TRUE:
@@ -43,13 +44,13 @@ def env_int(name: str, default: int, *, minimum: int | None = None, maximum: int
 
 def env_list(name: str, default: list[str] | None = None) -> list[str]:
     raw = os.environ.get(name)
-    if raw is None:
+    if raw is None or raw.strip() == "":
         return list(default or [])
     return [part.strip() for part in raw.split(",") if part.strip()]
 
 
 def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
-    value = os.environ.get(name, default).strip().lower()
+    value = (os.environ.get(name) or default).strip().lower()
     if value not in choices:
         raise ImproperlyConfigured(f"{name} must be one of {', '.join(choices)}, got {value!r}")
     return value

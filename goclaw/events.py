@@ -10,6 +10,7 @@ import asyncio
 import atexit
 import logging
 import os
+import queue
 import re
 import threading
 import time
@@ -68,11 +69,16 @@ def _deliver(messages: list[tuple[str, dict]]) -> None:
 
 
 class _Sender:
-    """A daemon thread with its own event loop that performs group_send calls in order."""
+    """A daemon thread owning one event loop. It drains everything queued since its last send and hands
+    it to the layer in one batch (`group_send_many` when the layer has it), so a burst of tool calls costs
+    one round trip instead of one per event."""
+
+    MAX_BATCH = 500
+    COALESCE_SECONDS = 0.01
 
     def __init__(self) -> None:
         self.pid = os.getpid()
-        self.loop = asyncio.new_event_loop()
+        self.queue: queue.SimpleQueue = queue.SimpleQueue()
         self.pending = 0
         self.lock = threading.Lock()
         self.idle = threading.Condition(self.lock)
@@ -80,28 +86,41 @@ class _Sender:
         self.thread.start()
 
     def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
-
-    async def _send(self, messages: list[tuple[str, dict]]) -> None:
         from channels.layers import get_channel_layer
 
-        try:
-            layer = get_channel_layer()
-            for group, message in messages:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        layer = get_channel_layer()
+        while True:
+            batches = [self.queue.get()]
+            time.sleep(self.COALESCE_SECONDS)  # let a burst gather: one round trip for all of it
+            while len(batches) < self.MAX_BATCH:
                 try:
-                    await layer.group_send(group, message)
-                except Exception:
-                    logger.exception("event delivery failed for group %s", group)
-        finally:
-            with self.lock:
-                self.pending -= 1
-                self.idle.notify_all()
+                    batches.append(self.queue.get_nowait())
+                except queue.Empty:
+                    break
+            messages = [m for batch in batches for m in batch]
+            try:
+                loop.run_until_complete(self._send(layer, messages))
+            except Exception:
+                logger.exception("event delivery failed for %d message(s)", len(messages))
+            finally:
+                with self.lock:
+                    self.pending -= len(batches)
+                    self.idle.notify_all()
+
+    @staticmethod
+    async def _send(layer, messages: list[tuple[str, dict]]) -> None:
+        if hasattr(layer, "group_send_many"):
+            await layer.group_send_many(messages)
+            return
+        for group, message in messages:
+            await layer.group_send(group, message)
 
     def submit(self, messages: list[tuple[str, dict]]) -> None:
         with self.lock:
             self.pending += 1
-        asyncio.run_coroutine_threadsafe(self._send(messages), self.loop)
+        self.queue.put(messages)
 
     def flush(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout

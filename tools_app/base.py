@@ -64,6 +64,9 @@ class Tool:
     requires_approval: ClassVar[bool] = False  # may be asked about depending on mode/permissions
     always_require_approval: ClassVar[bool] = False  # a person must approve every call
     timeout_seconds: ClassVar[float] = 60.0
+    # True for tools that cannot block (pure computation, one indexed query): they run in the caller's
+    # thread (and transaction) instead of a worker thread with a timeout.
+    inline: ClassVar[bool] = False
     aliases: ClassVar[tuple[str, ...]] = ()
     # Name of the argument holding a shell command, checked by the security filter hook.
     command_argument: ClassVar[str | None] = None

@@ -69,8 +69,8 @@ class ToolInvocation(models.Model):
     """Audit row for one pass through the pipeline, whatever its outcome. Arguments are stored scrubbed."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="invocations")
-    agent_key = models.CharField(max_length=64, db_index=True)
+    # Audit history outlives agents: keyed by the agent's key, deliberately not a foreign key.
+    agent_key = models.CharField(max_length=64)
     user_id = models.CharField(max_length=255, blank=True)
     session_key = models.CharField(max_length=255, blank=True)
     channel = models.CharField(max_length=64, blank=True)

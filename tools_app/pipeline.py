@@ -170,7 +170,7 @@ def rate_limit_key(ctx: ToolContext) -> str:
 def run_tool(tool: Tool, ctx: ToolContext, args: dict[str, Any]) -> tuple[ToolResult, str]:
     """Run in a worker thread with the tool's timeout; an exception becomes a short error result."""
     timeout = tool.timeout_for(ctx, args)
-    if getattr(tool, "inline", False):
+    if tool.inline:
         return _guarded(tool, ctx, args)
     future = _executor.submit(_guarded, tool, ctx, args)
     try:
@@ -193,7 +193,7 @@ def _guarded(tool: Tool, ctx: ToolContext, args: dict[str, Any]) -> tuple[ToolRe
     finally:
         from django.db import connection
 
-        if not getattr(tool, "inline", False):
+        if not tool.inline:
             connection.close_if_unusable_or_obsolete()
 
 
@@ -234,7 +234,7 @@ def record(ctx: ToolContext, call: ToolCall, tool_name: str, args: Any, outcome:
 
     safe_args, _ = default_scrubber.scrub_data(args if isinstance(args, dict) else {"_raw": repr(args)[:2000]})
     invocation = ToolInvocation.objects.create(
-        agent=call.agent, agent_key=ctx.agent_key, user_id=ctx.user_id[:255], session_key=ctx.session_key[:255],
+        agent_key=ctx.agent_key, user_id=ctx.user_id[:255], session_key=ctx.session_key[:255],
         channel=ctx.channel[:64], tool_name=tool_name[:128], arguments=safe_args, status=outcome.status,
         observed=bool(outcome.observations), observe_reasons=outcome.observations, duration_ms=outcome.duration_ms,
         result_size=len(outcome.for_llm), error=error[:2000], output_id=outcome.output_id, request_id=ctx.request_id[:64],

@@ -35,7 +35,7 @@ class CallContextSerializer(serializers.Serializer):
 class ExecuteRequestSerializer(serializers.Serializer):
     tool = serializers.CharField(max_length=200)
     arguments = serializers.JSONField(required=False, default=dict)
-    context = CallContextSerializer(required=False, default=dict)
+    context = CallContextSerializer(required=False)
     agent = serializers.SlugField(required=False, help_text="staff only: the agent to act as")
 
 

@@ -80,7 +80,7 @@ class ToolExecuteView(APIView):
     def post(self, request):
         data = _validated(s.ExecuteRequestSerializer, request.data)
         agent = _acting_agent(request, data.get("agent"))
-        ctx = data["context"]
+        ctx = data.get("context") or _validated(s.CallContextSerializer, {})
         call = pipeline.ToolCall(
             agent=agent, tool=data["tool"], arguments=data["arguments"], user_id=ctx["user_id"],
             session_key=ctx["session_key"], channel=ctx["channel"], chat_id=ctx["chat_id"], peer_kind=ctx["peer_kind"],

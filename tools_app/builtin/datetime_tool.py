@@ -23,6 +23,7 @@ class DateTimeTool(Tool):
     group = "automation"
     read_only = True
     timeout_seconds = 5
+    inline = True  # pure computation, cannot block: no worker-thread hop
 
     def run(self, ctx: ToolContext, args: dict) -> ToolResult:
         tz_name = (args.get("timezone") or "UTC").strip()

@@ -1,0 +1,55 @@
+"""HTTP throughput of the agent API against the servers `manage.py up` runs (gunicorn for HTTP), with the
+load generator on the same 2-core machine: `GET /api/v1/agents/me` and `POST /api/v1/tools/execute`
+(datetime) at 64 concurrent keep-alive clients."""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import sys
+
+from _common import BENCH_DATA, ROOT, summary_ms, write_result
+from loadgen import build_request, run_load
+
+sys.path.insert(0, str(ROOT))
+from tests.servers import UpProcess, free_port, manage, up_env  # noqa: E402
+
+CONNECTIONS = int(os.environ.get("BENCH_CONNECTIONS", "64"))
+SECONDS = float(os.environ.get("BENCH_SECONDS", "10"))
+
+
+def main() -> None:
+    data_dir = BENCH_DATA / "http-var"
+    shutil.rmtree(data_dir, ignore_errors=True)
+    env = up_env(data_dir, GOCLAW_LOG_LEVEL="warning", GOCLAW_ADMIN_PASSWORD="bench-admin-pw-1")
+    port, ws_port = free_port(), free_port()
+    up = UpProcess(env, port, ws_port, BENCH_DATA / "http-up.log")
+    try:
+        startup_s = up.wait_healthy()
+        manage(env, "create_agent", "bench")
+        manage(env, "shell", "-c", "from tools_app.models import Agent; Agent.objects.filter(key='bench').update("
+                                   "other_config={'rate_limit_per_hour': 1000000000})")
+        token = manage(env, "issue_token", "bench").strip()
+        auth = {"Authorization": f"Bearer {token}"}
+        results = {"startup_to_healthy_s": round(startup_s, 2), "connections": CONNECTIONS, "seconds": SECONDS,
+                   "web_workers": env.get("GOCLAW_WEB_WORKERS", "2"), "web_threads": env.get("GOCLAW_WEB_THREADS", "8")}
+        body = json.dumps({"tool": "datetime", "arguments": {}, "context": {"session_key": "bench"}}).encode()
+        cases = {
+            "agents_me": build_request("GET", "/api/v1/agents/me", "127.0.0.1", port, headers=auth),
+            "tools_execute": build_request("POST", "/api/v1/tools/execute", "127.0.0.1", port, body,
+                                           {**auth, "Content-Type": "application/json"}),
+        }
+        for name, request in cases.items():
+            asyncio.run(run_load("127.0.0.1", port, request, connections=8, seconds=2))  # warm up
+            run = asyncio.run(run_load("127.0.0.1", port, request, connections=CONNECTIONS, seconds=SECONDS))
+            results[name] = {"rps": round(run["rps"], 1), "requests": run["requests"], "statuses": run["statuses"],
+                             "errors": run["error_count"], **summary_ms(run["latencies"])}
+        results["target_execute_rps"] = 1500
+        write_result("http", results)
+    finally:
+        up.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,189 @@
+"""The one public entry point for running a process: `sandbox_exec`.
+
+Callers describe *what* to run (a shell command or an argv), *where* (cwd), with which environment and
+limits, and *which backend* isolates it. Backends live in `sandbox_app.backends`; an unknown or
+unavailable backend fails closed with `SandboxError` — we never fall back to the host silently.
+
+Nothing here reads `django.conf.settings`: configuration always comes from the arguments.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+SHELL = "/bin/sh"
+
+TIMEOUT_MIN_SECONDS = 1.0
+TIMEOUT_MAX_SECONDS = 3600.0
+GRACE_MAX_SECONDS = 60.0
+OUTPUT_MIN_BYTES = 1024
+OUTPUT_MAX_BYTES = 256 * 1024 * 1024
+
+
+class SandboxError(Exception):
+    """The process could not be started (bad cwd, unknown backend, missing executable, ...).
+
+    The message is meant for the caller / the model; it never contains environment values."""
+
+
+def _clamp(value: float, low: float, high: float, default: float) -> float:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return default
+    if math.isnan(value):
+        return default
+    return min(max(value, low), high)
+
+
+@dataclass(frozen=True)
+class ExecLimits:
+    """Per-run limits. Out-of-range values are clamped on construction (timeout to [1, 3600] s)."""
+
+    timeout_seconds: float = 60.0        # wall clock for the whole run
+    grace_seconds: float = 3.0           # SIGTERM -> grace -> SIGKILL (to the whole process group)
+    max_output_bytes: int = 1024 * 1024  # kept per stream; the rest is drained and discarded
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "timeout_seconds",
+                           _clamp(self.timeout_seconds, TIMEOUT_MIN_SECONDS, TIMEOUT_MAX_SECONDS, 60.0))
+        object.__setattr__(self, "grace_seconds", _clamp(self.grace_seconds, 0.0, GRACE_MAX_SECONDS, 3.0))
+        object.__setattr__(self, "max_output_bytes",
+                           int(_clamp(self.max_output_bytes, OUTPUT_MIN_BYTES, OUTPUT_MAX_BYTES, 1024 * 1024)))
+
+
+@dataclass
+class ExecResult:
+    exit_code: int | None  # None when killed by timeout; -N when the process died from signal N
+    stdout: str            # utf-8, errors="replace"
+    stderr: str
+    stdout_truncated: bool
+    stderr_truncated: bool
+    timed_out: bool
+    duration_ms: float
+    backend: str
+
+
+# --- environment ----------------------------------------------------------------------------------
+
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+# Never handed to a child unless the caller passes them explicitly in `extra`.
+SECRET_ENV_NAMES = frozenset({
+    "GH_TOKEN", "GITHUB_TOKEN", "GITLAB_TOKEN", "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY",
+    "GOOGLE_API_KEY", "MISTRAL_API_KEY", "GROQ_API_KEY", "OPENROUTER_API_KEY", "NPM_TOKEN",
+    "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "GOOGLE_APPLICATION_CREDENTIALS",
+    "HF_TOKEN", "HUGGINGFACE_TOKEN", "HUGGING_FACE_HUB_TOKEN", "AZURE_CLIENT_SECRET", "AZURE_CLIENT_ID",
+    "AZURE_TENANT_ID", "CLOUDFLARE_API_TOKEN", "DOCKER_PASSWORD", "DOCKER_AUTH_CONFIG", "SECRET_KEY",
+    "DJANGO_SECRET_KEY", "GOCLAW_ENCRYPTION_KEY", "DATABASE_URL", "REDIS_URL", "GOCLAW_ADMIN_PASSWORD",
+    "PGPASSWORD", "PGPASSFILE", "MYSQL_PWD", "SSH_AUTH_SOCK", "GPG_AGENT_INFO", "KUBECONFIG",
+    "VAULT_TOKEN", "SLACK_BOT_TOKEN", "TELEGRAM_BOT_TOKEN", "DISCORD_TOKEN", "SENTRY_DSN",
+})
+_SECRET_NAME_RE = re.compile(
+    r"TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|PRIVATE_?KEY|CREDENTIAL|_DSN$|^GOCLAW_|_AUTH$|COOKIE|SESSION_KEY",
+    re.IGNORECASE,
+)
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def is_secret_env_name(name: str) -> bool:
+    """True for names on the static deny list or matching the secret-looking name pattern."""
+    return name.upper() in SECRET_ENV_NAMES or bool(_SECRET_NAME_RE.search(name))
+
+
+def _default_path() -> str:
+    """System directories first, then the parent's absolute, existing PATH entries (deduplicated).
+
+    Relative or empty entries ("", ".") are dropped so a workspace can't shadow system binaries."""
+    entries: list[str] = DEFAULT_PATH.split(":")
+    for entry in os.environ.get("PATH", "").split(":"):
+        if entry and os.path.isabs(entry) and entry not in entries and os.path.isdir(entry):
+            entries.append(entry)
+    return ":".join(entries)
+
+
+def safe_child_env(extra: dict[str, str] | None = None, *, strip: Iterable[str] = (),
+                   inherit: Iterable[str] = ()) -> dict[str, str]:
+    """A minimal environment for a child process — never a copy of the parent's environment.
+
+    Base: PATH (see `_default_path`), HOME=/nonexistent (callers set it, the exec tool uses the
+    workspace), LANG/LC_ALL=C.UTF-8, TERM=dumb, TZ if the parent has it. `inherit` names further
+    parent variables to copy (secret-looking names are still dropped). `extra` is applied last and is
+    trusted: an explicit secret there is kept. Finally every name in `strip` is removed.
+    """
+    env: dict[str, str] = {
+        "PATH": _default_path(),
+        "HOME": "/nonexistent",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "TERM": "dumb",
+    }
+    if os.environ.get("TZ"):
+        env["TZ"] = os.environ["TZ"]
+    for name in inherit:
+        if name in os.environ:
+            env[name] = os.environ[name]
+    env = {k: v for k, v in env.items() if not is_secret_env_name(k)}
+    for key, value in (extra or {}).items():
+        if not isinstance(key, str) or not _ENV_NAME_RE.match(key):
+            raise SandboxError(f"invalid environment variable name {key!r}")
+        value = str(value)
+        if "\x00" in value:
+            raise SandboxError(f"environment variable {key} contains a NUL byte")
+        env[key] = value
+    for name in strip:
+        env.pop(name, None)
+    return env
+
+
+# --- the service ----------------------------------------------------------------------------------
+
+def sandbox_exec(*, command: str | None = None, argv: list[str] | None = None, cwd: Path,
+                 env: dict[str, str] | None = None, limits: ExecLimits = ExecLimits(), backend: str = "host",
+                 stdin: bytes | None = None) -> ExecResult:
+    """Run `command` (via `/bin/sh -c`) or `argv` (directly, no shell) in `cwd` under `backend`.
+
+    `env=None` means `safe_child_env()` (never the parent environment). Raises `SandboxError` when
+    the process cannot be started; a non-zero exit, a signal or a timeout is reported in the result.
+    """
+    if (command is None) == (argv is None):
+        raise SandboxError("pass exactly one of command or argv")
+    if command is not None:
+        if not isinstance(command, str) or not command.strip():
+            raise SandboxError("command must be a non-empty string")
+        if "\x00" in command:
+            raise SandboxError("command contains a NUL byte")
+        run_argv = [SHELL, "-c", command]
+    else:
+        if not isinstance(argv, (list, tuple)) or not argv or not all(isinstance(a, str) for a in argv):
+            raise SandboxError("argv must be a non-empty list of strings")
+        if any("\x00" in a for a in argv):
+            raise SandboxError("argv contains a NUL byte")
+        run_argv = list(argv)
+    if stdin is not None and not isinstance(stdin, (bytes, bytearray)):
+        raise SandboxError("stdin must be bytes")
+    if not isinstance(limits, ExecLimits):
+        raise SandboxError("limits must be an ExecLimits")
+
+    from sandbox_app.backends import get_backend  # late: backends import this module
+
+    impl = get_backend(backend)  # raises SandboxError for unknown/unavailable backends (fail closed)
+
+    cwd_path = Path(cwd)
+    if not cwd_path.is_absolute():
+        raise SandboxError(f"working directory must be an absolute path: {cwd}")
+    if not cwd_path.exists():
+        raise SandboxError(f"working directory does not exist: {cwd}")
+    if not cwd_path.is_dir():
+        raise SandboxError(f"working directory is not a directory: {cwd}")
+
+    child_env = safe_child_env() if env is None else dict(env)
+    for key, value in child_env.items():
+        if "\x00" in key or "=" in key or not key or "\x00" in str(value):
+            raise SandboxError(f"invalid environment entry {key!r}")
+    return impl.run(argv=run_argv, cwd=cwd_path, env=child_env, limits=limits,
+                    stdin=bytes(stdin) if stdin is not None else None)

@@ -1,0 +1,84 @@
+"""`make run` end to end: `manage.py up` on free ports with a fresh data dir, real gunicorn, daphne,
+django-q2 cluster and embedded PostgreSQL; events cross processes to a WebSocket client."""
+import asyncio
+import json
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import websockets
+
+from tests.servers import UpProcess as Up
+from tests.servers import free_port as _free_port
+from tests.servers import manage as _manage
+from tests.servers import up_env
+
+pytestmark = pytest.mark.slow
+
+
+def _env(data_dir: Path) -> dict:
+    return up_env(data_dir, GOCLAW_ADMIN_USER="boss", GOCLAW_WEB_WORKERS="1", GOCLAW_Q_WORKERS="1")
+
+
+async def _receive_until(ws, wanted_type: str, timeout: float = 20.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        message = json.loads(await asyncio.wait_for(ws.recv(), max(0.1, deadline - time.monotonic())))
+        if message["type"] == wanted_type:
+            return message
+
+
+def test_up_serves_everything_and_events_cross_processes(tmp_path):
+    data_dir = tmp_path / "var"
+    env = _env(data_dir)
+    port, ws_port = _free_port(), _free_port()
+    up = Up(env, port, ws_port, tmp_path / "up.log")
+    try:
+        up.wait_healthy()
+        admin_page = httpx.get(up.base + "/admin/login/")
+        assert admin_page.status_code == 200
+        assert httpx.get(up.base + "/api/docs/").status_code == 200
+        password_file = data_dir / "admin-password.txt"
+        assert oct(password_file.stat().st_mode & 0o777) == "0o600"
+        user, password = password_file.read_text().split()
+        assert user == "boss"
+        with httpx.Client(base_url=up.base) as browser:
+            page = browser.get("/admin/login/")
+            csrf = browser.cookies["csrftoken"]
+            login = browser.post("/admin/login/?next=/admin/", data={"username": user, "password": password,
+                                 "csrfmiddlewaretoken": csrf}, headers={"Referer": up.base + "/admin/login/"})
+            assert login.status_code == 302 and login.headers["location"] == "/admin/"
+
+        _manage(env, "create_agent", "smoke")
+        token = _manage(env, "issue_token", "smoke").strip()
+        me = httpx.get(up.base + "/api/v1/agents/me", headers={"Authorization": f"Bearer {token}"})
+        assert me.json()["key"] == "smoke"
+
+        async def scenario():
+            async with websockets.connect(f"ws://127.0.0.1:{ws_port}/ws/events/",
+                                          additional_headers={"Authorization": f"Bearer {token}"}) as ws:
+                await _receive_until(ws, "welcome")
+                # 1. a separate process using the same settings publishes
+                _manage(env, "shell", "-c", "from goclaw import events; events.publish('smoke.ping', {'from': 'shell'}, ['agent.smoke'])")
+                ping = await _receive_until(ws, "smoke.ping")
+                assert ping["payload"] == {"from": "shell"}
+                # 2. the django-q2 worker runs a tool call; its tool.executed event reaches us
+                _manage(env, "shell", "-c", "from django_q.tasks import async_task; async_task('tools_app.tasks.execute_tool', 'smoke', 'datetime', {})")
+                executed = await _receive_until(ws, "tool.executed", timeout=30)
+                assert executed["payload"]["tool"] == "datetime" and executed["payload"]["status"] == "ok"
+
+        asyncio.run(scenario())
+    finally:
+        assert up.stop() == 0
+    assert "goclaw stopped." in (tmp_path / "up.log").read_text()
+
+    # A second start reuses the data: same admin, no new password printed.
+    up2 = Up(env, port, ws_port, tmp_path / "up2.log")
+    try:
+        up2.wait_healthy()
+        count = _manage(env, "shell", "-c", "from django.contrib.auth.models import User; print(User.objects.filter(is_superuser=True).values_list('username', flat=True)[::1])")
+        assert count.strip() == "['boss']"
+    finally:
+        assert up2.stop() == 0
+    assert "Created admin user" not in (tmp_path / "up2.log").read_text()

@@ -1,0 +1,108 @@
+import pytest
+from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.db import transaction
+
+from goclaw import events
+from goclaw.asgi import application
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
+
+
+@database_sync_to_async
+def _agent_and_token(key="ws-agent"):
+    from tests.factories import make_agent
+    from tools_app.services.agents import token_issue
+
+    agent = make_agent(key=key)
+    return agent, token_issue(agent=agent)[1]
+
+
+async def _connect(path, headers=None):
+    communicator = WebsocketCommunicator(application, path, headers=headers or [])
+    connected, code = await communicator.connect()
+    return communicator, connected, code
+
+
+async def test_connection_without_credentials_is_closed_with_4401():
+    communicator, connected, code = await _connect("/ws/events/")
+    assert not connected and code == 4401
+
+
+async def test_connection_with_bad_token_is_closed_with_4401():
+    await _agent_and_token()
+    communicator, connected, code = await _connect("/ws/events/", [(b"authorization", b"Bearer gclw_bad_token")])
+    assert not connected and code == 4401
+
+
+async def test_agent_connects_with_header_and_joins_its_own_group():
+    agent, token = await _agent_and_token()
+    communicator, connected, _ = await _connect("/ws/events/", [(b"authorization", f"Bearer {token}".encode())])
+    assert connected
+    welcome = await communicator.receive_json_from()
+    assert welcome["groups"] == [f"agent.{agent.key}"]
+    await communicator.send_json_to({"action": "subscribe", "group": "approvals"})
+    assert (await communicator.receive_json_from())["code"] == "permission_denied"
+    await communicator.disconnect()
+
+
+async def test_agent_connects_with_query_token_and_receives_committed_events_only():
+    agent, token = await _agent_and_token()
+    communicator, connected, _ = await _connect(f"/ws/events/?token={token}")
+    assert connected
+    await communicator.receive_json_from()
+
+    @database_sync_to_async
+    def publish_rolled_back_then_committed():
+        try:
+            with transaction.atomic():
+                events.publish("test.rolled_back", {"n": 1}, [f"agent.{agent.key}"])
+                raise RuntimeError("roll back")
+        except RuntimeError:
+            pass
+        with transaction.atomic():
+            events.publish("test.committed", {"n": 2}, [f"agent.{agent.key}"])
+
+    await publish_rolled_back_then_committed()
+    message = await communicator.receive_json_from(timeout=3)
+    assert message["type"] == "test.committed" and message["payload"] == {"n": 2}
+    assert await communicator.receive_nothing(timeout=0.3)
+    await communicator.disconnect()
+
+
+async def test_events_of_other_agents_are_not_delivered():
+    agent, token = await _agent_and_token("mine")
+    other, _ = await _agent_and_token("other")
+    communicator, connected, _ = await _connect(f"/ws/events/?token={token}")
+    await communicator.receive_json_from()
+    await database_sync_to_async(events.publish)("test.private", {}, [f"agent.{other.key}"])
+    assert await communicator.receive_nothing(timeout=0.3)
+    await communicator.disconnect()
+
+
+async def test_staff_session_from_allowed_origin_may_join_any_valid_group(client=None):
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    @database_sync_to_async
+    def session_cookie():
+        get_user_model().objects.create_user("ops", password="pw-ops-12345", is_staff=True)
+        c = Client()
+        c.login(username="ops", password="pw-ops-12345")
+        return c.cookies["sessionid"].value
+
+    cookie = await session_cookie()
+    headers = [(b"cookie", f"sessionid={cookie}".encode()), (b"origin", b"http://127.0.0.1:8000")]
+    communicator, connected, _ = await _connect("/ws/events/", headers)
+    assert connected
+    assert (await communicator.receive_json_from())["principal"] == "staff:ops"
+    await communicator.send_json_to({"action": "subscribe", "group": "approvals"})
+    assert (await communicator.receive_json_from())["type"] == "subscribed"
+    await database_sync_to_async(events.publish)("approval.requested", {"id": 1}, ["approvals"])
+    assert (await communicator.receive_json_from(timeout=3))["type"] == "approval.requested"
+    await communicator.disconnect()
+
+    # The same cookie from a foreign origin is not a staff login (cross-site WebSocket hijacking).
+    foreign = [(b"cookie", f"sessionid={cookie}".encode()), (b"origin", b"https://evil.example")]
+    _, connected, code = await _connect("/ws/events/", foreign)
+    assert not connected and code == 4401

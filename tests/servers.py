@@ -1,0 +1,69 @@
+"""Start real goclaw processes (`manage.py up`, management commands) for end-to-end tests and benchmarks."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+_DROP = ("PYTEST_VERSION", "PYTEST_CURRENT_TEST", "DATABASE_URL", "REDIS_URL", "PYTEST_XDIST_WORKER")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def up_env(data_dir: Path, **extra: str) -> dict[str, str]:
+    """A clean environment for a goclaw process with its own data dir (so its own embedded PostgreSQL)."""
+    env = {k: v for k, v in os.environ.items() if k not in _DROP}
+    env.update({"GOCLAW_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": "1", **extra})
+    return env
+
+
+def manage(env: dict[str, str], *args: str, timeout: float = 120) -> str:
+    result = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    if result.returncode != 0:
+        raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{result.stderr[-3000:]}")
+    return result.stdout
+
+
+class UpProcess:
+    """`manage.py up` in its own session, logging to a file."""
+
+    def __init__(self, env: dict[str, str], port: int, ws_port: int, log: Path):
+        self.log = log.open("ab")
+        self.port, self.ws_port = port, ws_port
+        self.proc = subprocess.Popen([sys.executable, "manage.py", "up", "--port", str(port), "--ws-port", str(ws_port)],
+                                     cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.base = f"http://127.0.0.1:{port}"
+
+    def wait_healthy(self, timeout: float = 120.0) -> float:
+        started = time.monotonic()
+        while time.monotonic() - started < timeout:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"up exited early with {self.proc.returncode}")
+            try:
+                if httpx.get(self.base + "/healthz", timeout=2).status_code == 200:
+                    return time.monotonic() - started
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError("goclaw never became healthy")
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+        try:
+            return self.proc.wait(60)
+        finally:
+            if self.proc.poll() is None:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.log.close()

@@ -1,0 +1,193 @@
+"""The `exec` tool (alias `bash`): run a shell command in the agent's workspace via `sandbox_exec`.
+
+Configuration comes from `ctx.settings` only (never `django.conf.settings`):
+- `exec_timeout_seconds` (default 60): default command timeout; `tool_timeouts["exec"]`, if set, caps it;
+- `exec_grace_seconds` (default 3): SIGTERM → grace → SIGKILL;
+- `exec_max_output_bytes` (default 1 MiB): kept per stream;
+- `sandbox_backend` (default "host"): an unavailable backend fails the call (no fallback);
+- `shell_disabled_rule_groups`: passed to the shell safety check;
+- `denied_paths`: with `paths.DEFAULT_DENIED`, passed to the workspace path resolver for `working_dir`.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+from sandbox_app.services import ExecLimits, ExecResult, SandboxError, safe_child_env, sandbox_exec
+from tools_app.base import Tool, ToolContext, ToolError, ToolResult
+from tools_app.paths import DEFAULT_DENIED, PathError, ensure_workspace, is_within, resolve_in_workspace
+
+logger = logging.getLogger(__name__)
+
+MAX_COMMAND_CHARS = 100_000
+MIN_TIMEOUT, MAX_TIMEOUT = 1.0, 3600.0
+DEFAULT_TIMEOUT = 60.0
+DEFAULT_GRACE = 3.0
+DEFAULT_MAX_OUTPUT = 1024 * 1024
+# Slack on top of command timeout + grace for the pipeline's outer limit (startup, drain, reaping).
+OUTER_TIMEOUT_SLACK = 10.0
+
+
+def _number(value: Any, default: float) -> float:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return default
+    return default if math.isnan(value) else value
+
+
+def _format_bytes(n: int) -> str:
+    if n % (1024 * 1024) == 0:
+        return f"{n // (1024 * 1024)} MiB"
+    if n % 1024 == 0:
+        return f"{n // 1024} KiB"
+    return f"{n} bytes"
+
+
+def _resolve_working_dir(ctx: ToolContext, root: str, user_path: str) -> Path:
+    """`working_dir` → real directory inside the workspace (symlinks, `..`, absolute paths checked)."""
+    denied = (*DEFAULT_DENIED, *(ctx.settings.get("denied_paths") or ()))
+    try:
+        target = resolve_in_workspace(root, user_path, for_write=False, denied=denied)
+    except PathError as exc:
+        raise ToolError(f"working_dir refused: {exc}") from None
+    real = os.path.realpath(target)
+    if not is_within(root, real):  # belt and braces
+        raise ToolError("working_dir refused: it is outside the workspace")
+    if not os.path.exists(real):
+        raise ToolError(f"working_dir does not exist: {user_path}")
+    if not os.path.isdir(real):
+        raise ToolError(f"working_dir is not a directory: {user_path}")
+    return Path(real)
+
+
+def format_exec_result(result: ExecResult, limits: ExecLimits) -> str:
+    parts: list[str] = []
+    if result.stdout:
+        parts.append(result.stdout if result.stdout.endswith("\n") else result.stdout + "\n")
+    if result.stderr:
+        stderr = result.stderr if result.stderr.endswith("\n") else result.stderr + "\n"
+        parts.append("STDERR:\n" + stderr)
+    cap = _format_bytes(limits.max_output_bytes)
+    if result.stdout_truncated:
+        parts.append(f"[stdout truncated at {cap}]\n")
+    if result.stderr_truncated:
+        parts.append(f"[stderr truncated at {cap}]\n")
+    if result.timed_out:
+        parts.append(f"[timed out after {limits.timeout_seconds:g}s; process group killed]")
+    elif result.exit_code is None:
+        parts.append("[killed; no exit code]")
+    elif result.exit_code < 0:
+        try:
+            sig_name = signal.Signals(-result.exit_code).name
+        except ValueError:
+            sig_name = f"signal {-result.exit_code}"
+        parts.append(f"[exit code {result.exit_code} (killed by {sig_name})]")
+    else:
+        parts.append(f"[exit code {result.exit_code}]")
+    return "".join(parts)
+
+
+class ExecTool(Tool):
+    """Runs a shell command with a minimal environment, a timeout and bounded output."""
+
+    name = "exec"
+    aliases = ("bash",)
+    group = "runtime"
+    read_only = False
+    requires_approval = True
+    command_argument = "command"
+    timeout_seconds = DEFAULT_TIMEOUT + DEFAULT_GRACE + OUTER_TIMEOUT_SLACK
+    description = (
+        "Run a shell command (/bin/sh -c) in your workspace and get its stdout, stderr and exit code. "
+        "The working directory is the workspace root unless working_dir (relative to the workspace) is "
+        "given; HOME is the workspace. The environment is minimal (no credentials). Each call is a fresh "
+        "shell: cd/export do not persist. No interactive programs (stdin is empty). The command is killed "
+        "with its whole process group after `timeout` seconds (default 60); background processes do not "
+        "survive the call. Output beyond 1 MiB per stream is cut. Dangerous commands are refused."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {
+            "command": {"type": "string", "minLength": 1, "maxLength": MAX_COMMAND_CHARS,
+                        "description": "shell command to run with /bin/sh -c"},
+            "timeout": {"type": "number", "minimum": MIN_TIMEOUT, "maximum": MAX_TIMEOUT,
+                        "description": "seconds before the command is killed (default 60)"},
+            "working_dir": {"type": "string", "minLength": 1, "maxLength": 4096,
+                            "description": "directory to run in, relative to the workspace (default: its root)"},
+        },
+        "required": ["command"],
+        "additionalProperties": False,
+    }
+
+    # --- limits -------------------------------------------------------------------------------
+    def _limits(self, ctx: ToolContext, args: dict[str, Any]) -> ExecLimits:
+        settings = ctx.settings or {}
+        timeout = _number(args.get("timeout"), 0.0) if args.get("timeout") is not None else 0.0
+        if timeout <= 0:
+            timeout = _number(settings.get("exec_timeout_seconds", DEFAULT_TIMEOUT), DEFAULT_TIMEOUT)
+        cap = (settings.get("tool_timeouts") or {}).get(self.name)
+        if cap is not None:
+            timeout = min(timeout, _number(cap, MAX_TIMEOUT))
+        timeout = min(max(timeout, MIN_TIMEOUT), MAX_TIMEOUT)
+        return ExecLimits(
+            timeout_seconds=timeout,
+            grace_seconds=_number(settings.get("exec_grace_seconds", DEFAULT_GRACE), DEFAULT_GRACE),
+            max_output_bytes=int(_number(settings.get("exec_max_output_bytes", DEFAULT_MAX_OUTPUT),
+                                         DEFAULT_MAX_OUTPUT)),
+        )
+
+    def timeout_for(self, ctx: ToolContext, args: dict[str, Any]) -> float:
+        limits = self._limits(ctx, args)
+        return limits.timeout_seconds + limits.grace_seconds + OUTER_TIMEOUT_SLACK
+
+    # --- run ----------------------------------------------------------------------------------
+    def run(self, ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+        command = args.get("command")
+        if not isinstance(command, str) or not command.strip():
+            raise ToolError("command must be a non-empty string")
+        if len(command) > MAX_COMMAND_CHARS:
+            raise ToolError(f"command is longer than {MAX_COMMAND_CHARS} characters")
+        if "\x00" in command:
+            raise ToolError("command contains a NUL byte")
+        working_dir = args.get("working_dir")
+        if working_dir is not None and (not isinstance(working_dir, str) or "\x00" in working_dir):
+            raise ToolError("working_dir must be a string without NUL bytes")
+
+        # Defence in depth: the pipeline's security hook runs the same check before we get here.
+        try:
+            from tools_app.security.shell_check import check_command
+        except ImportError:
+            logger.error("exec refused: tools_app.security.shell_check is unavailable")
+            return ToolResult.error("command refused: the shell safety checker is unavailable")
+        disabled = frozenset(ctx.settings.get("shell_disabled_rule_groups", ()) or ())
+        verdict = check_command(command, disabled_groups=disabled)
+        if verdict.verdict != "allow":
+            return ToolResult.error("command denied by safety policy: " + "; ".join(verdict.reasons))
+        if verdict.observe:
+            logger.warning("exec: suspicious command allowed (agent=%s request=%s): %s",
+                           ctx.agent_key, ctx.request_id, "; ".join(verdict.reasons))
+
+        if ctx.workspace is None:
+            raise ToolError("no workspace is configured for this agent")
+        root = ensure_workspace(ctx.workspace)  # creates it (0o700) if missing; returns the real path
+        workspace = Path(root)
+        cwd = _resolve_working_dir(ctx, root, working_dir) if working_dir else workspace
+
+        limits = self._limits(ctx, args)
+        try:
+            result = sandbox_exec(
+                command=command, cwd=cwd, env=safe_child_env({"HOME": str(workspace)}), limits=limits,
+                backend=str(ctx.settings.get("sandbox_backend") or "host"),
+            )
+        except SandboxError as exc:
+            raise ToolError(str(exc)) from None
+        text = format_exec_result(result, limits)
+        return ToolResult(for_llm=text, is_error=result.timed_out or result.exit_code != 0)
+
+
+TOOLS = [ExecTool()]

@@ -1,0 +1,1762 @@
+"""Shell-command safety check for commands an agent wants to run with ``sh -c``.
+
+Pipeline: normalize -> parse (bashlex, else our own tolerant tokenizer) into raw simple commands
+-> expand words statically (quotes, ``$'..'``, variables assigned earlier, ``$IFS``, ``~``/``$HOME``,
+brace lists, ``$(echo ..)``) -> unwrap wrappers (sudo, env, timeout, xargs, ``sh -c``, ``eval``,
+``find -exec``, interpreter shell-outs ...) -> run data-driven rule groups per command and over the
+whole command (pipelines, download-then-run chains, fork bombs). See docs/shell-safety.md.
+"""
+from __future__ import annotations
+
+import base64
+import posixpath
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from typing import Callable
+
+try:  # bashlex is the primary parser; the fallback tokenizer covers what it rejects.
+    import bashlex
+except Exception:  # pragma: no cover - optional at import time
+    bashlex = None
+
+__all__ = ["CommandVerdict", "RuleGroup", "RULE_GROUPS", "check_command", "extract_simple_commands"]
+
+
+@dataclass(frozen=True)
+class CommandVerdict:
+    verdict: str
+    observe: bool
+    reasons: list[str]
+    groups: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RuleGroup:
+    name: str
+    description: str
+    default_enabled: bool = True
+
+
+_G = [
+    ("destructive_ops", "Recursive deletes / chmod / chown / find -delete / mv aimed at /, ~, system dirs or empty-able $VAR/."),
+    ("data_exfiltration", "Reading secret files, uploading local files or command output to non-loopback hosts, DNS exfil."),
+    ("reverse_shell", "/dev/tcp redirects, nc -e, socat exec:, network client piped to a shell, socket+exec one-liners."),
+    ("code_injection", "Downloaded/decoded/unknown content executed; eval of remote output; command names built from expansions."),
+    ("privilege_escalation", "sudo/su/doas/pkexec, setuid bits, mount, kernel modules, user and sudoers/shadow changes."),
+    ("dangerous_paths", "Writes, deletes or permission changes under system paths (/etc, /usr, /boot, /dev ...)."),
+    ("env_injection", "LD_PRELOAD/BASH_ENV/PROMPT_COMMAND/GIT_SSH_COMMAND style variables and git -c hooks."),
+    ("container_escape", "docker.sock, privileged/host-mount containers, /proc/sys and cgroup release_agent writes, nsenter -t 1."),
+    ("crypto_mining", "Known miners, stratum pool URLs and mining pool hosts."),
+    ("filter_bypass", "Shell escapes hidden in sed/vim/tar/zip/git/rsync/ssh options, ${!var}/${var@P}, control chars."),
+    ("network_recon", "Port/host scanners and password crackers (loopback-only scans are observe)."),
+    ("persistence", "crontab installs and writes to shell rc files, authorized_keys, cron/systemd/rc.local."),
+    ("process_control", "kill -1 / PID 1, killall5, killing every root process or init/sshd."),
+    ("env_dump", "Dumping the environment: env, printenv, set, export -p, /proc/*/environ."),
+    ("fork_bomb", "Self-recursive background/pipe functions, background spawn loops, fork loops in interpreters."),
+    ("system_power", "shutdown/reboot/halt/poweroff, init 0/6, systemctl power verbs, sysrq-trigger."),
+    ("disk_write", "Writes to block devices, mkfs/wipefs/partitioning, blkdiscard, hdparm erase."),
+    ("package_install", "Package installs (observe only: approvals handle them elsewhere)."),
+]
+RULE_GROUPS: dict[str, RuleGroup] = {n: RuleGroup(n, d) for n, d in _G}
+
+U, S, P = "\ue000", "\ue001", "\ue002"  # unresolved $var, unresolved $(cmd) output, <(..) path
+MAX_DEPTH = 8
+_ZW = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad"), None)
+_ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?\+?=")
+_VARNAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?$!-]")
+_URL = re.compile(r"^[a-zA-Z][\w+.-]*://(?:[^@/?#]*@)?(\[[^\]]*\]|[^/:?#]*)")
+_BLOCKDEV = re.compile(r"^/dev/(sd[a-z]|hd[a-z]|vd[a-z]|xvd[a-z]|nvme\d|mmcblk\d|disk\d|rdisk\d|md\d|dm-\d|mapper/|loop\d|sr\d|mem$|kmem$|port$|fd\d)")
+
+
+def _sh_set(s: str) -> frozenset:
+    return frozenset(s.split())
+
+
+SHELLS = _sh_set("sh bash zsh dash ksh mksh pdksh ash fish csh tcsh yash rbash")
+INTERP = {  # interpreter -> flags whose next argument is inline program text
+    "python": ("-c",), "pypy": ("-c",), "perl": ("-e", "-E"), "ruby": ("-e",), "node": ("-e", "--eval", "-p", "--print"),
+    "nodejs": ("-e", "--eval", "-p", "--print"), "bun": ("-e", "--eval"), "deno": ("eval",), "php": ("-r",), "lua": ("-e",),
+    "luajit": ("-e",), "rscript": ("-e",), "osascript": ("-e",), "tclsh": (), "wish": (), "irb": (), "iex": ("-e",),
+    "elixir": ("-e",), "julia": ("-e",), "pwsh": ("-c", "-command", "-encodedcommand", "-enc", "-e", "-ec"),
+    "powershell": ("-c", "-command", "-encodedcommand", "-enc", "-e", "-ec"),
+}
+AWKS = _sh_set("awk gawk mawk nawk busybox-awk")
+DOWNLOADERS = _sh_set("curl wget wget2 fetch aria2c axel lwp-download lwp-request GET POST http https xh curlie lynx w3m tftp ftp iwr invoke-webrequest certutil dig nslookup")
+NETCAT = _sh_set("nc ncat netcat telnet socat cryptcat pwncat")
+READERS = _sh_set("cat tac less more head tail nl base64 base32 xxd od hexdump strings cp scp rsync sftp tar zip 7z gzip bzip2 xz zstd openssl gpg sed awk grep egrep fgrep rg sort uniq cut jq yq vi vim nano view bat curl nc ncat dd mail sendmail xclip pbcopy paste")
+DATA_CMDS = _sh_set("echo printf grep egrep fgrep rg ag ack ls stat test [ [[ file git man which type whatis apropos")
+PRIV = _sh_set("sudo su doas pkexec run0 runuser nsenter unshare chroot setcap capsh insmod modprobe rmmod useradd usermod userdel adduser deluser groupadd groupmod groupdel passwd chpasswd chage visudo gpasswd newgrp sg sudoedit")
+POWER = _sh_set("shutdown reboot poweroff halt kexec")
+MINERS = _sh_set("xmrig minerd cpuminer cgminer bfgminer ethminer nbminer t-rex phoenixminer lolminer xmr-stak ccminer nanominer gminer srbminer teamredminer xmrig-notls cpuminer-multi")
+SCANNERS = _sh_set("nmap masscan zmap nikto sqlmap hydra medusa gobuster dirb dirbuster ffuf wfuzz nuclei wpscan arp-scan netdiscover unicornscan enum4linux smbmap crackmapexec responder amass rustscan")
+CRACKERS = _sh_set("john hashcat msfvenom msfconsole ophcrack aircrack-ng")
+DISK_TOOLS = _sh_set("wipefs blkdiscard mke2fs mkswap mkdosfs mkntfs newfs cfdisk gdisk zpool flashrom")
+PKG = {"pip": "install", "pip3": "install", "uv": "add", "poetry": "add", "npm": "install", "yarn": "add", "pnpm": "add",
+       "gem": "install", "cargo": "install", "go": "install", "brew": "install", "conda": "install", "apt": "install",
+       "apt-get": "install", "composer": "require", "bundle": "add", "dnf": "install", "yum": "install", "apk": "add"}
+SYS_DIRS = _sh_set("etc usr bin sbin lib lib32 lib64 libx32 boot var opt root home sys proc dev srv mnt snap")
+SYS2 = _sh_set("usr/bin usr/sbin usr/lib usr/lib64 usr/local usr/share usr/include usr/libexec var/lib var/log var/spool var/cache var/www var/mail var/backups var/run")
+SAFE_DEV = ("/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty", "/dev/fd/", "/dev/shm/", "/dev/zero", "/dev/random", "/dev/urandom", "/dev/full")
+HOME_RC = _sh_set(".bashrc .bash_profile .bash_login .bash_logout .profile .zshrc .zprofile .zshenv .zlogin .kshrc .cshrc .tcshrc .inputrc .xinitrc .xprofile .xsession .ssh/authorized_keys .ssh/authorized_keys2 .ssh/rc .ssh/environment .config/fish/config.fish .pam_environment")
+PERSIST_PREFIX = ("/etc/cron", "/etc/crontab", "/etc/anacrontab", "/etc/profile", "/etc/bash.bashrc", "/etc/bashrc", "/etc/zsh", "/etc/rc.local",
+                  "/etc/rc.d", "/etc/init.d", "/etc/init/", "/etc/systemd/", "/etc/xdg/autostart", "/etc/update-motd.d", "/etc/environment",
+                  "/lib/systemd/", "/usr/lib/systemd/", "/var/spool/cron", "~/.config/systemd", "~/.local/share/systemd", "~/.config/autostart",
+                  "~/Library/LaunchAgents", "/Library/LaunchAgents", "/Library/LaunchDaemons")
+SECRET_HOME = ("~/.aws", "~/.gnupg", "~/.netrc", "~/.git-credentials", "~/.docker/config.json", "~/.kube/config", "~/.pgpass",
+               "~/.config/gcloud", "~/.azure", "~/.npmrc", "~/.pypirc", "~/.vault-token", "~/.password-store")
+DANGER_ENV = _sh_set("LD_PRELOAD LD_LIBRARY_PATH LD_AUDIT DYLD_INSERT_LIBRARIES DYLD_LIBRARY_PATH BASH_ENV ENV PROMPT_COMMAND GIT_SSH_COMMAND GIT_SSH GIT_EXTERNAL_DIFF GIT_PROXY_COMMAND GIT_ASKPASS SSH_ASKPASS LESSOPEN LESSCLOSE PERL5OPT PYTHONSTARTUP SHELLOPTS BASHOPTS")
+CMD_ENV = _sh_set("PAGER MANPAGER GIT_PAGER EDITOR VISUAL GIT_EDITOR SYSTEMD_PAGER BROWSER")
+GIT_BAD_KEYS = re.compile(r"^(core\.(sshcommand|pager|editor|fsmonitor|hookspath|gitproxy|askpass)|protocol\.ext\.allow|uploadpack\.packobjectshook|diff\.external|.*\.(textconv|command)|filter\..*\.(clean|smudge|process)|sequence\.editor|credential\.helper)$", re.I)
+
+_RX = {  # patterns applied to inline interpreter programs (python -c, perl -e, awk '...')
+    "sock": re.compile(r"socket|fsockopen|TCPSocket|/inet/(tcp|udp)|net\.connect|createConnection|net\.Socket|IO::Socket|-rsocket|Socket::INET"),
+    "exec": re.compile(r"subprocess|dup2|pty\.spawn|exec|system|popen|proc_open|spawn|child_process|/bin/(ba|z|da)?sh|\bsh\b|cmd\.exe|STDIN|os\.execute|\|&|getline"),
+    "decode": re.compile(r"b64decode|decode64|base64|decode_base64|atob\(|fromhex|unhexlify|decompress|marshal\.loads|fromCharCode|FromBase64String|unpack\(\s*['\"]m|rot13|codecs\.decode|(\\x[0-9a-fA-F]{2}){4}"),
+    "run": re.compile(r"\b(exec|eval|system|compile|Function|popen|iex|Invoke-Expression|execSync|spawnSync|os\.execute|loadstring|instance_eval)\b|\bIEX\b"),
+    "remote": re.compile(r"urlopen|urllib|requests\.(get|post)|http\.get|https\.get|fetch\(|Net::HTTP|LWP|open-uri|file_get_contents\(\s*['\"]https?|DownloadString|Invoke-WebRequest|\bhttpx\b"),
+    "fork": re.compile(r"fork\s+while\s+fork|while\s*\(?\s*(1|true|True)\s*\)?\s*:?\s*\{?\s*(os\.)?fork|loop\s*\{\s*fork|for\s*\(\s*;\s*;\s*\)\s*\{?\s*fork"),
+    "envdump": re.compile(r"(print|console\.log|puts|pp|p|json\.dumps|dump)\s*\(?\s*(dict\()?\s*(os\.environ|process\.env|ENV|%ENV)\s*\)?\s*\)?\s*(;|$)"),
+    "secret": re.compile(r"\.ssh/id_(rsa|dsa|ecdsa|ed25519)(?!\.pub)|\.aws/credentials|/etc/shadow|\.git-credentials|\.netrc|/proc/\w+/environ"),
+    "rmtree": re.compile(r"(?:rmtree|rm_rf|rm_r|rmSync|remove_tree|rimraf|rmdirSync)\s*\(\s*(['\"])(.*?)\1"),
+    "call": re.compile(r"(?:system|popen[23]?|exec[lv]?p?e?|execSync|execFileSync|spawnSync|spawn|shell_exec|passthru|proc_open|check_output|check_call|getoutput|getstatusoutput|call|run|Popen|execute|%x|qx)\s*\(?\s*(['\"])((?:\\.|(?!\1).)*)\1"),
+    "calllist": re.compile(r"(?:call|run|Popen|check_output|check_call|spawnSync|spawn|execv?p?)\s*\(\s*\[([^\]]*)\]"),
+    "tick": re.compile(r"`([^`]+)`"),
+    "awkpipe": re.compile(r"(['\"])((?:\\.|(?!\1).)*)\1\s*\|\s*getline|\|\s*(['\"])((?:\\.|(?!\3).)*)\3"),
+    "lit": re.compile(r"(['\"])((?:\\.|(?!\1).)*)\1"),
+}
+
+
+def _show(s: str) -> str:
+    return s.replace(U, "$?").replace(S, "$(..)").replace(P, "<(..)")[:80]
+
+
+def _base(a: str) -> str:
+    return a.rsplit("/", 1)[-1] if "/" in a and not any(m in a for m in (U, S)) else a
+
+
+def _iname(nm: str) -> str:
+    """python3.11 -> python, lua5.4 -> lua; used for interpreter lookups only."""
+    return re.sub(r"[\d.]+$", "", nm).lower() or nm
+
+
+# ---------------------------------------------------------------- tokenizer (fallback parser)
+
+@dataclass(eq=False)
+class _Raw:
+    words: list
+    redirs: list
+    pipe: int
+    stage: int = 0
+    bg: bool = False
+    kind: str = "cmd"  # cmd | for (words[0]=var) | words (expand only, e.g. case subject)
+
+
+def _match(s: str, i: int, op: str, cl: str, bad: list) -> int:
+    """Index just past the bracket closing s[i]; quote aware; len(s) (and bad flag) if unbalanced."""
+    depth, j, n = 0, i, len(s)
+    while j < n:
+        c = s[j]
+        if c == "\\":
+            j += 2
+            continue
+        if c == "'" and op != "{":
+            k = s.find("'", j + 1)
+            j = n if k < 0 else k + 1
+            continue
+        if c == '"':
+            j = _dq_end(s, j + 1, bad)
+            continue
+        if c == "`":
+            j = _bt_end(s, j + 1, bad)
+            continue
+        if c == op:
+            depth += 1
+        elif c == cl:
+            depth -= 1
+            if depth == 0:
+                return j + 1
+        j += 1
+    bad.append(s[i:])
+    return n
+
+
+def _dq_end(s: str, j: int, bad: list) -> int:
+    n = len(s)
+    while j < n:
+        c = s[j]
+        if c == "\\":
+            j += 2
+        elif c == '"':
+            return j + 1
+        elif c == "$" and s[j + 1:j + 2] in ("(", "{"):
+            j = _match(s, j + 1, s[j + 1], ")" if s[j + 1] == "(" else "}", bad)
+        elif c == "`":
+            j = _bt_end(s, j + 1, bad)
+        else:
+            j += 1
+    bad.append("dq")
+    return n
+
+
+def _bt_end(s: str, j: int, bad: list) -> int:
+    n = len(s)
+    while j < n:
+        if s[j] == "\\":
+            j += 2
+        elif s[j] == "`":
+            return j + 1
+        else:
+            j += 1
+    bad.append("bt")
+    return n
+
+
+_OP = re.compile(r"(\d*)(<<<|<<-|<<|&>>|&>|>>|>&|<&|<>|>\||>|<)|(;;&|;;|;&|&&|\|\||\|&|[;&|()\n])")
+
+
+def _scan_word(s: str, i: int, bad: list) -> int:
+    n, j = len(s), i
+    if s.startswith(("<(", ">("), j):
+        j = _match(s, j + 1, "(", ")", bad)
+    while j < n:
+        c = s[j]
+        if c in " \t\n;&|()<>":
+            break
+        if c == "\\":
+            j += 2
+        elif c == "'":
+            k = s.find("'", j + 1)
+            if k < 0:
+                bad.append("sq")
+            j = n if k < 0 else k + 1
+        elif c == '"':
+            j = _dq_end(s, j + 1, bad)
+        elif c == "`":
+            j = _bt_end(s, j + 1, bad)
+        elif c == "$" and s[j + 1:j + 2] in ("(", "{"):
+            j = _match(s, j + 1, s[j + 1], ")" if s[j + 1] == "(" else "}", bad)
+        elif c == "$" and s[j + 1:j + 2] == "'":
+            j += 2
+            while j < n and s[j] != "'":
+                j += 2 if s[j] == "\\" else 1
+            j += 1
+        else:
+            j += 1
+    return min(j, n)
+
+
+def _lex(s: str, bad: list) -> list:
+    """Tokens: ('w', raw) | ('op', op) | ['r', op, target]; heredoc bodies replace the target."""
+    toks, pend, i, n = [], [], 0, len(s)
+    while i < n:
+        c = s[i]
+        if c in " \t\r":
+            i += 1
+            continue
+        if c == "\\" and s[i + 1:i + 2] == "\n":
+            i += 2
+            continue
+        if c == "#" and (i == 0 or s[i - 1] in " \t\n;&|("):
+            k = s.find("\n", i)
+            i = n if k < 0 else k
+            continue
+        m = None if s.startswith(("<(", ">("), i) else _OP.match(s, i)
+        if m and m.group(3) == "\n":
+            toks.append(("op", "\n"))
+            i += 1
+            for tok, delim, strip in pend:  # read heredoc bodies
+                lines = []
+                while i < n:
+                    k = s.find("\n", i)
+                    line = s[i:n if k < 0 else k]
+                    i = n if k < 0 else k + 1
+                    if (line.lstrip("\t") if strip else line) == delim:
+                        break
+                    lines.append(line)
+                tok[2] = "\n".join(lines)
+            pend = []
+        elif m and m.group(3):
+            toks.append(("op", m.group(3)))
+            i = m.end()
+        elif m:
+            op = m.group(2)
+            i = m.end()
+            while i < n and s[i] in " \t":
+                i += 1
+            j = _scan_word(s, i, bad)
+            tok = ["r", op, s[i:j]]
+            if op in ("<<", "<<-"):
+                pend.append((tok, re.sub(r"[\"'\\]", "", s[i:j]), op == "<<-"))
+                tok[1], tok[2] = "<<", ""
+            toks.append(tok)
+            i = j
+        else:
+            j = _scan_word(s, i, bad)
+            if j == i:
+                j = i + 1
+            toks.append(("w", s[i:j]))
+            i = j
+    return toks
+
+
+# ---------------------------------------------------------------- analysed command
+
+@dataclass(eq=False)
+class _Cmd:
+    argv: list
+    assigns: dict
+    redirs: list
+    pipe: int
+    stage: int
+    bg: bool = False
+    depth: int = 0
+    wrappers: list = field(default_factory=list)
+    subs: list = field(default_factory=list)   # commands inside $(..)/`..` of this command's words
+    procs: list = field(default_factory=list)  # (direction, [commands]) of <(..)/>(..)
+    code: list | None = None                   # inner commands of sh -c / eval / su -c / ssh host cmd
+    icode: str | None = None                   # inline interpreter program
+    unknown: bool = False                      # command word built from unresolved expansions
+    indirect: bool = False
+    stdin_exec: bool = False
+    cwd: str | None = None                     # known working directory (after `cd /abs`)
+
+    def path(self, p: str) -> str:
+        """Resolve a relative operand against a known cwd (`cd / && rm -rf *`)."""
+        if self.cwd and p and not p.startswith(("/", "~", U, S, P, "-")):
+            return self.cwd.rstrip("/") + "/" + p
+        return p
+
+    @property
+    def name(self) -> str:
+        return _base(self.argv[0]) if self.argv else ""
+
+    @property
+    def args(self) -> list:
+        return self.argv[1:]
+
+
+def _operands(args: list, with_arg: frozenset | set = frozenset()) -> list:
+    out, skip, dd = [], False, False
+    for a in args:
+        if skip:
+            skip = False
+        elif dd or not a.startswith("-") or a == "-":
+            out.append(a)
+        elif a == "--":
+            dd = True
+        elif a in with_arg:
+            skip = True
+    return out
+
+
+def _shorts(args: list) -> str:
+    return "".join(a[1:] for a in args if a.startswith("-") and not a.startswith("--") and a != "-")
+
+
+def _hosts(c: _Cmd) -> list:
+    """Host names the network command talks to (URLs, user@host:path, bare host operands)."""
+    hs = []
+    for a in c.args:
+        m = _URL.match(a)
+        if m:
+            hs.append(m.group(1).strip("[]"))
+        elif "@" in a and ":" in a.split("@", 1)[1] and not a.startswith("-"):
+            hs.append(a.split("@", 1)[1].split(":", 1)[0])
+    if not hs:
+        ops = _operands(c.args, _sh_set("-p -s -w -i -q -x -X -O -I -T -V -W -c -e -o -d -H -X -u -F -A -b -m -P -l"))
+        hs = [o.split(":")[0] for o in ops[:1] if not o.startswith("@")]
+    return hs
+
+
+def _loopback(h: str) -> bool:
+    h = h.lower()
+    return h in ("localhost", "::1", "0.0.0.0", "0", "ip6-localhost") or h.startswith("127.") or h.endswith(".localhost")
+
+
+def _remote(c: _Cmd) -> bool:
+    hs = _hosts(c)
+    return not hs or any(not _loopback(h) for h in hs)
+
+
+# ---------------------------------------------------------------- path classification
+
+def _npath(p: str) -> str:
+    if p.startswith("//"):
+        p = "/" + p.lstrip("/")
+    if p.startswith("/"):
+        return posixpath.normpath(p) if p != "/" else "/"
+    if p == "~" or p.startswith("~/"):
+        return "~" + (posixpath.normpath(p[1:]) if len(p) > 2 else "")
+    return p
+
+
+def _critical(p: str) -> str | None:
+    """Why deleting/chmodding p recursively is catastrophic, or None."""
+    if not p:
+        return None
+    if p[0] in (U, S) and p[1:2] == "/" and p[2:] in ("", "*", ".*", "."):
+        return "unset variable would make this /"
+    if p.startswith("/") and p[1:2] in (U, S):
+        return "root-level path built from an unresolved variable"
+    core = p
+    while core.endswith(("/*", "/.*", "/")) and len(core) > 1:
+        core = core[:-2] if core.endswith(("/*")) else core[:-3] if core.endswith("/.*") else core[:-1]
+    if core in ("", "/*", "*") and p.startswith("/"):
+        core = "/"
+    if core == ".*":
+        return "'.*' can match '..'"
+    rel = posixpath.normpath(core) if not core.startswith(("/", "~")) else ""
+    if rel.startswith("..") and set(rel.split("/")) == {".."} and rel.count("..") >= 3:
+        return "relative path climbing towards /"
+    if core == "~" or p in ("~/", "~/*", "~/.*"):
+        return "home directory"
+    if core.startswith("~/"):
+        sub = _npath(core)[2:]
+        return "home credentials/config" if sub in (".ssh", ".gnupg", ".aws", ".config", ".local", ".kube") else None
+    if not core.startswith("/"):
+        return None
+    n = _npath(core)
+    parts = [x for x in n.split("/") if x]
+    if not parts:
+        return "filesystem root"
+    if any(ch in parts[0] for ch in "*?["):
+        return "glob over root-level directories"
+    if len(parts) == 1 and parts[0] in SYS_DIRS:
+        return "system directory"
+    if len(parts) == 2 and (parts[0] in ("etc", "boot", "bin", "sbin", "lib", "lib64", "root", "home", "sys", "proc", "dev") or "/".join(parts) in SYS2):
+        return "system directory"
+    return None
+
+
+def _system_path(p: str) -> bool:
+    n = _npath(p)
+    if not n.startswith("/") or n.startswith(("/usr/local/", "/var/tmp", "/var/log/", "/tmp")):
+        return False
+    if n.startswith("/dev/"):
+        return not n.startswith(SAFE_DEV) and n not in SAFE_DEV
+    return n.split("/")[1] in _sh_set("etc boot bin sbin lib lib32 lib64 libx32 usr root sys proc var")
+
+
+def _home_rel(p: str) -> str | None:
+    n = _npath(p)
+    m = re.match(r"^(~|/root|/home/[^/]+)(/.*)?$", n)
+    return ("~" + (m.group(2) or "")) if m else None
+
+
+def _secret(p: str) -> bool:
+    p = p.lstrip("@<")
+    if "=@" in p or "=<" in p:
+        p = re.split(r"=[@<]", p, 1)[1]
+    h = _home_rel(p) or _npath(p)
+    b = h.rsplit("/", 1)[-1]
+    if re.fullmatch(r"id_(rsa|dsa|ecdsa|ed25519)(_sk)?", b):
+        return True
+    if h in ("~/.ssh", "~/.ssh/*") or (h.startswith("~/.ssh/") and b not in ("known_hosts", "config", "authorized_keys") and not b.endswith(".pub")):
+        return True
+    if h.startswith(SECRET_HOME) or h.startswith(("/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/ssh/ssh_host_")) and not b.endswith(".pub"):
+        return True
+    return "/proc/" in h and h.endswith("environ")
+
+
+def _persist(p: str) -> bool:
+    h = _home_rel(p)
+    if h and h[2:] in HOME_RC:
+        return True
+    return (h or _npath(p)).startswith(PERSIST_PREFIX)
+
+
+def _writes(c: _Cmd) -> list:
+    """Paths this command creates, truncates, overwrites, deletes or re-permissions."""
+    out = [t for op, t in c.redirs if ">" in op and not (op in (">&", "<&") and (t.isdigit() or t == "-"))]
+    nm, ops = c.name, _operands(c.args, _sh_set("-t -S -m -o -g -u -n -s -e -f -I -i"))
+    if nm == "tee" or nm in ("rm", "unlink", "rmdir", "shred", "truncate", "srm", "wipe"):
+        out += ops
+    elif nm in ("cp", "install", "ln", "rsync", "scp") and len(ops) >= 2:
+        out.append(ops[-1])
+    elif nm == "mv":
+        out += ops
+    elif nm in ("chmod", "chown", "chgrp", "chattr", "setfacl"):
+        out += ops[1:]
+    elif nm == "dd":
+        out += [a[3:] for a in c.args if a.startswith("of=")]
+    elif nm in ("sed", "perl") and any(a.startswith("-i") or a.startswith("--in-place") for a in c.args):
+        out += ops[1:]
+    for flag in ("-o", "--output", "-O", "--output-document"):
+        if nm in ("curl", "wget", "aria2c") and flag in c.args[:-1]:
+            out.append(c.args[c.args.index(flag) + 1])
+    return out
+
+
+# ---------------------------------------------------------------- analyser
+
+class _An:
+    """Parses and statically expands one command string (recursively) into _Cmd objects."""
+
+    def __init__(self):
+        self.vars = {"HOME": "~", "IFS": " \t\n", "0": "sh", "BASH": "/bin/bash", "PWD": ".", "PATH": "/usr/local/bin:/usr/bin:/bin", "SHELL": "/bin/sh"}
+        self.cmds: list[_Cmd] = []
+        self.hits: list[tuple[str, str, bool]] = []
+        self.funcs, self.loops, self.flags = [], [], set()
+        self.npipe, self.cwd = 0, None
+        self._subs, self._procs, self._ind = [], [], False
+
+    def pipe(self) -> int:
+        self.npipe += 1
+        return self.npipe
+
+    def hit(self, group: str, reason: str, deny: bool = True):
+        self.hits.append((group, reason, deny))
+
+    # ---- parsing
+    def text(self, s: str, depth: int) -> list:
+        if depth > MAX_DEPTH:
+            self.hit("code_injection", f"nesting deeper than {MAX_DEPTH} levels")
+            return []
+        start = len(self.cmds)
+        for r in self._parse(s):
+            self._build(r, depth)
+        return self.cmds[start:]
+
+    def _parse(self, s: str) -> list:
+        if bashlex is not None and len(s) < 20000 and "\ue000" not in s:
+            try:
+                src = s + "\n" if "<<" in s and not s.endswith("\n") else s
+                out: list = []
+                for tree in bashlex.parse(src):
+                    self._walk(tree, src, out, None, 0)
+                return out
+            except Exception:
+                pass
+        return self._fallback(s)
+
+    def _walk(self, node, src, out, pipe, stage):
+        k = node.kind
+        if k == "command":
+            r = _Raw([], [], pipe or self.pipe(), stage)
+            for p in node.parts:
+                if p.kind in ("word", "assignment"):
+                    r.words.append(src[p.pos[0]:p.pos[1]])
+                elif p.kind == "redirect":
+                    r.redirs.append(self._bl_redir(p, src))
+            out.append(r)
+        elif k == "pipeline":
+            pid, st = self.pipe(), 0
+            for p in node.parts:
+                if p.kind == "pipe":
+                    st += 1
+                else:
+                    self._walk(p, src, out, pid, st)
+        elif k == "list":
+            last = len(out)
+            for p in node.parts:
+                if p.kind == "operator":
+                    if p.op == "&":
+                        for r in out[last:]:
+                            r.bg = True
+                    continue
+                last = len(out)
+                self._walk(p, src, out, pipe, stage)
+        elif k == "function":
+            names = [p for p in node.parts if p.kind == "word"]
+            start = len(out)
+            for p in node.parts:
+                if p.kind not in ("word", "reservedword"):
+                    self._walk(p, src, out, None, 0)
+            self.funcs.append((src[names[0].pos[0]:names[0].pos[1]] if names else "", out[start:]))
+        elif k == "for":
+            out.append(_Raw([src[p.pos[0]:p.pos[1]] for p in node.parts if p.kind == "word"], [], self.pipe(), kind="for"))
+            for p in node.parts:
+                if p.kind not in ("word", "reservedword"):
+                    self._walk(p, src, out, pipe, stage)
+        else:
+            marks = []
+            for p in (getattr(node, "parts", None) or getattr(node, "list", None) or []):
+                if p.kind not in ("reservedword", "operator", "pipe"):
+                    s0 = len(out)
+                    self._walk(p, src, out, pipe, stage)
+                    marks.append(out[s0:])
+            if k in ("while", "until") and len(marks) >= 2:
+                self.loops.append((marks[0], marks[1]))
+            for rd in getattr(node, "redirects", None) or []:
+                out.append(_Raw([], [self._bl_redir(rd, src)], pipe or self.pipe(), stage))
+
+    @staticmethod
+    def _bl_redir(p, src):
+        if getattr(p, "heredoc", None) is not None:
+            body = p.heredoc.value
+            return ("<<", body.rsplit("\n", 1)[0] if "\n" in body else "")
+        o = p.output
+        return (p.type, str(o) if isinstance(o, int) else src[o.pos[0]:o.pos[1]])
+
+    def _fallback(self, s: str) -> list:
+        bad: list = []
+        toks = _lex(s, bad)
+        if bad:
+            self.flags.add("unbalanced")
+        out, cur, pid, stage, blocks, func, case_pat, i = [], None, self.pipe(), 0, [], None, False, 0
+        while i < len(toks):
+            t = toks[i]
+            nxt = toks[i + 1:i + 3]
+            if t[0] == "w" and cur is None:
+                w = t[1]
+                if case_pat:
+                    j = i
+                    while j < len(toks) and (toks[j][0] == "w" or toks[j] == ("op", "|") or toks[j] == ("op", "(")):
+                        j += 1
+                    case_pat = False
+                    if j < len(toks) and toks[j] == ("op", ")"):
+                        i = j + 1
+                        continue
+                if w in ("if", "then", "else", "elif", "fi", "do", "!", "time", "in", "esac", "coproc"):
+                    if w == "do" and blocks and blocks[-1][0] in ("while", "for"):
+                        blocks[-1][3] = len(out)
+                elif w in ("while", "until"):
+                    blocks.append(["while", None, len(out), len(out)])
+                elif w == "done" and blocks and blocks[-1][0] in ("while", "for"):
+                    b = blocks.pop()
+                    if b[0] == "while":
+                        self.loops.append((out[b[2]:b[3]], out[b[3]:]))
+                elif w == "{":
+                    blocks.append(["{", func, len(out), 0])
+                    func = None
+                elif w == "}":
+                    if blocks and blocks[-1][0] == "{":
+                        b = blocks.pop()
+                        if b[1] is not None:
+                            self.funcs.append((b[1], out[b[2]:]))
+                elif w in ("for", "select", "case"):
+                    j, words = i + 1, []
+                    while j < len(toks) and toks[j][0] == "w" and toks[j][1] not in ("do",):
+                        words.append(toks[j][1])
+                        j += 1
+                        if w == "case" and words[-1] == "in":
+                            break
+                    if w == "case":
+                        out.append(_Raw(words, [], self.pipe(), kind="words"))
+                        case_pat = True
+                    else:
+                        out.append(_Raw(words[:1] + words[2:], [], self.pipe(), kind="for"))
+                        blocks.append(["for", None, len(out), len(out)])
+                    i = j if w != "case" else j
+                    continue
+                elif w == "function" and nxt and nxt[0][0] == "w":
+                    func = nxt[0][1]
+                    i += 2
+                    if toks[i:i + 2] == [("op", "("), ("op", ")")]:
+                        i += 2
+                    continue
+                elif w == "[[":
+                    j, words = i, []
+                    while j < len(toks) and toks[j] != ("w", "]]"):
+                        words.append(toks[j][1] if toks[j][0] != "r" else toks[j][1] + toks[j][2])
+                        j += 1
+                    out.append(_Raw(words + ["]]"], [], pid, stage))
+                    i = j + 1
+                    continue
+                elif nxt == [("op", "("), ("op", ")")]:
+                    func = w
+                    i += 3
+                    continue
+                else:
+                    cur = _Raw([w], [], pid, stage)
+                    out.append(cur)
+            elif t[0] == "w":
+                cur.words.append(t[1])
+            elif t[0] == "r":
+                if cur is None:
+                    cur = _Raw([], [], pid, stage)
+                    out.append(cur)
+                cur.redirs.append((t[1], t[2]))
+            elif t[1] in ("|", "|&"):
+                stage, cur = stage + 1, None
+            elif t[1] == "(":
+                blocks.append(["(", func, len(out), 0])
+                func, cur = None, None
+            elif t[1] == ")":
+                if blocks and blocks[-1][0] == "(":
+                    b = blocks.pop()
+                    if b[1] is not None:
+                        self.funcs.append((b[1], out[b[2]:]))
+                cur = None
+            else:
+                if t[1] == "&":
+                    for r in out:
+                        if r.pipe == pid:
+                            r.bg = True
+                case_pat = case_pat or t[1] in (";;", ";&", ";;&")
+                cur, pid, stage = None, self.pipe(), 0
+            i += 1
+        return out
+
+    # ---- word expansion
+    def expand(self, raw: str, depth: int) -> list:
+        out = []
+        for w in _brace(raw):
+            out.extend(self._expand1(w, depth))
+        return out
+
+    def join(self, raw: str, depth: int) -> str:
+        return " ".join(self._expand1(raw, depth)) if raw else ""
+
+    def _var(self, name: str) -> str:
+        return self.vars.get(name, U)
+
+    def _expand1(self, w: str, depth: int) -> list:
+        pieces, lit, i, n, dq, quoted = [], [], 0, len(w), False, False
+
+        def flush():
+            if lit:
+                pieces.append(("".join(lit), False))
+                lit.clear()
+
+        while i < n:
+            c = w[i]
+            if c == "\\":
+                nx = w[i + 1:i + 2]
+                if dq and nx not in ("$", "`", '"', "\\", "\n"):
+                    lit.append("\\")
+                    i += 1
+                else:
+                    lit.append("" if nx == "\n" else nx)
+                    i += 2
+            elif c == "'" and not dq:
+                k = w.find("'", i + 1)
+                k = n if k < 0 else k
+                lit.append(w[i + 1:k])
+                i, quoted = k + 1, True
+            elif c == '"':
+                dq, quoted, i = not dq, True, i + 1
+            elif c == "$" and not dq and w[i + 1:i + 2] == "'":
+                val, i = _ansi_c(w, i + 2)
+                if val != w[i - len(val) - 1:i - 1]:
+                    self.flags.add("ansi_c")
+                lit.append(val)
+                quoted = True
+            elif c == "$" and not dq and w[i + 1:i + 2] == '"':
+                i += 1
+            elif c == "$" and w.startswith("$((", i):
+                k = _match(w, i + 1, "(", ")", [])
+                if "$(" in w[i + 3:k] or "`" in w[i + 3:k]:
+                    self._expand1(w[i + 3:k - 2], depth)
+                flush()
+                pieces.append((U, not dq))
+                i = k
+            elif (c == "$" and w[i + 1:i + 2] == "(") or c == "`":
+                k = _match(w, i + 1, "(", ")", []) if c == "$" else _bt_end(w, i + 1, [])
+                inner = w[i + 2:k - 1] if c == "$" else w[i + 1:k - 1].replace("\\`", "`")
+                flush()
+                pieces.append((self._cmdsub(inner, depth), not dq))
+                i = k
+            elif c == "$" and w[i + 1:i + 2] == "{":
+                k = _match(w, i + 1, "{", "}", [])
+                flush()
+                pieces.append((self._param(w[i + 2:k - 1], depth), not dq))
+                i = k
+            elif c == "$" and _VARNAME.match(w, i + 1):
+                m = _VARNAME.match(w, i + 1)
+                flush()
+                pieces.append((self._var(m.group(0)), not dq))
+                if m.group(0) == "IFS":
+                    self.flags.add("ifs")
+                i = m.end()
+            elif c in "<>" and i == 0 and w[1:2] == "(":
+                k = _match(w, 1, "(", ")", [])
+                self._procs.append((c, self.text(w[2:k - 1], depth + 1)))
+                flush()
+                pieces.append((P, False))
+                i = k
+            else:
+                lit.append(c)
+                i += 1
+        flush()
+        fields, cur, have = [], "", quoted
+        ifs = self.vars.get("IFS", " \t\n")
+        ifs = ifs if ifs and U not in ifs else " \t\n"
+        splitter = re.compile("[" + re.escape(ifs) + "]+")
+        for t, sp in pieces:
+            if not sp or not t:
+                cur += t
+                continue
+            parts = [x for x in splitter.split(t) if x]
+            if t[0] in ifs and (cur or have):
+                fields.append(cur)
+                cur, have = "", False
+            if parts:
+                cur += parts[0]
+                for p in parts[1:]:
+                    fields.append(cur)
+                    cur = p
+                have = True
+            if t[-1] in ifs and (cur or have):
+                fields.append(cur)
+                cur, have = "", False
+        if cur or have:
+            fields.append(cur)
+        return fields
+
+    def _cmdsub(self, inner: str, depth: int) -> str:
+        cmds = self.text(inner, depth + 1)
+        self._subs.extend(cmds)
+        if len(cmds) == 1 and not cmds[0].subs and cmds[0].name in ("echo", "printf"):
+            args = [a for a in cmds[0].args if a not in ("-n", "-e", "-E")]
+            return _unescape(" ".join(args)) if cmds[0].name == "printf" or "-e" in cmds[0].args else " ".join(args)
+        if len(cmds) == 1 and cmds[0].name == "pwd":
+            return "."
+        if len(cmds) == 1 and cmds[0].name == "cat" and not cmds[0].args and cmds[0].redirs[:1] and cmds[0].redirs[0][0] in ("<<", "<<<"):
+            return cmds[0].redirs[0][1]
+        return S
+
+    def _param(self, inner: str, depth: int) -> str:
+        if inner.startswith("!"):
+            self._ind = True
+            self.flags.add("indirect")
+            return U
+        if re.search(r"@[PEAQaKk]$", inner):
+            self._ind = True
+            self.flags.add("prompt" if inner.endswith("@P") else "indirect")
+            return U
+        if inner.startswith("#"):
+            v = self.vars.get(inner[1:])
+            return str(len(v)) if v is not None and U not in v else U
+        m = re.match(r"([A-Za-z_][A-Za-z0-9_]*|[0-9@*#?$!-])(.*)$", inner, re.S)
+        if not m:
+            return U
+        name, op = m.groups()
+        if name == "IFS":
+            self.flags.add("ifs")
+        val = self.vars.get(name)
+        known = val is not None and U not in val and S not in val
+        if not op:
+            return val if val is not None else U
+        if op[:2] in (":-", ":=") or op[:1] in ("-", "="):
+            word = op[2:] if op[0] == ":" else op[1:]
+            return val if known and val else self.join(word, depth)
+        if op[:2] == ":+" or op[:1] == "+":
+            return self.join(op[2:] if op[0] == ":" else op[1:], depth) if known and val else ("" if known else U)
+        if not known:
+            return U
+        sm = re.match(r":\s*(-?\d+)\s*(?::\s*(-?\d+))?$", op)
+        if sm:
+            a, b = int(sm.group(1)), sm.group(2)
+            a = max(len(val) + a, 0) if a < 0 else a
+            return val[a:] if b is None else val[a:a + int(b)] if int(b) >= 0 else val[a:int(b)]
+        for pre, fn in (("//", lambda v, x, y: v.replace(x, y)), ("/", lambda v, x, y: v.replace(x, y, 1))):
+            if op.startswith(pre):
+                x, _, y = op[len(pre):].partition("/")
+                return fn(val, x, y) if x and not any(ch in x for ch in "*?[") else U
+        for pre, fn in (("##", str.removeprefix), ("#", str.removeprefix), ("%%", str.removesuffix), ("%", str.removesuffix)):
+            if op.startswith(pre):
+                x = op[len(pre):]
+                return fn(val, x) if not any(ch in x for ch in "*?[") else U
+        return {"^^": val.upper(), ",,": val.lower()}.get(op, U)
+
+    # ---- building and unwrapping simple commands
+    def _build(self, r: _Raw, depth: int):
+        saved = (self._subs, self._procs, self._ind)
+        self._subs, self._procs, self._ind = [], [], False
+        try:
+            if r.kind == "for":
+                items = [f for w in r.words[1:] for f in self.expand(w, depth)]
+                if r.words:
+                    crit = [x for x in items if _critical(x)]
+                    self.vars[r.words[0]] = (crit or items or [U])[0]
+                return
+            if r.kind == "words":
+                for w in r.words:
+                    self.expand(w, depth)
+                return
+            words, assigns = list(r.words), {}
+            while words and _ASSIGN.match(words[0]):
+                nm, val = words.pop(0).split("=", 1)
+                assigns[nm.rstrip("+").split("[")[0]] = self.join(val, depth)
+            argv = [f for w in words for f in self.expand(w, depth)]
+            redirs = []
+            for op, tgt in r.redirs:
+                redirs.append((op, tgt if op == "<<" else self.join(tgt, depth)))
+            if not words:
+                self.vars.update(assigns)
+            cmd = _Cmd(argv, assigns, redirs, r.pipe, r.stage, r.bg, depth, subs=self._subs, procs=self._procs)
+            cmd.unknown = bool(argv) and (U in argv[0] or S in argv[0])
+            cmd.indirect, cmd.cwd = self._ind, self.cwd
+            if words and argv and argv[0] != words[0] and not cmd.unknown and not words[0].startswith(("$", '"$')):
+                self.flags.add("obfuscated_name")
+            self._finish(cmd, depth)
+        finally:
+            self._subs, self._procs, self._ind = saved
+
+    def _finish(self, cmd: _Cmd, depth: int):
+        for k, v in cmd.assigns.items():
+            if k in CMD_ENV and v:
+                cmd.subs.extend(self.text(v, depth + 1))
+        for _ in range(MAX_DEPTH + 2):
+            if not cmd.argv or cmd.unknown:
+                break
+            nm = cmd.name
+            if nm in ("export", "declare", "typeset", "local", "readonly"):
+                for a in cmd.args:
+                    if _ASSIGN.match(a):
+                        k, v = a.split("=", 1)
+                        cmd.assigns[k] = self.vars[k] = v
+                break
+            res = _unwrap(self, cmd)
+            if res is None:
+                break
+            kind, val = res
+            cmd.wrappers.append(nm)
+            if len(cmd.wrappers) > MAX_DEPTH:
+                self.hit("code_injection", "too many nested wrappers")
+                break
+            if kind == "code":
+                cmd.code = self.text(val, depth + 1)
+                break
+            cmd.argv = val
+            cmd.unknown = bool(val) and (U in val[0] or S in val[0])
+        nm = cmd.name
+        if nm in ("cd", "pushd"):
+            t = (cmd.args or ["~"])[0]
+            self.cwd = _npath(t) if t.startswith(("/", "~")) and not (U in t or S in t) else cmd.path(t) if self.cwd and U not in t else None
+        if cmd.unknown and "-c" in cmd.args[:-1]:
+            cmd.subs.extend(self.text(cmd.args[cmd.args.index("-c") + 1], depth + 1))
+        if nm in SHELLS or _iname(nm) in SHELLS:
+            code, script = _shell_args(cmd.args)
+            body = next((t for op, t in cmd.redirs if op in ("<<", "<<<")), None)
+            if code is not None:
+                cmd.code = self.text(code, depth + 1)
+            elif script is None and body is not None:
+                cmd.code = self.text(body, depth + 1)
+        elif nm == "find":
+            self._find_exec(cmd, depth)
+        elif nm in ("eval", "source", "."):
+            if nm == "eval":
+                cmd.code = self.text(" ".join(cmd.args), depth + 1)
+        else:
+            cmd.icode = _interp_code(cmd)
+            if cmd.icode:
+                self._shell_outs(cmd, depth)
+        if cmd.stage > 0 and _executes_stdin(cmd):
+            self._piped_script(cmd, depth)
+        self.cmds.append(cmd)
+
+    def _piped_script(self, cmd: _Cmd, depth: int):
+        """`echo 'ls' | sh`, `cat <<EOF | bash`: analyse the literal text the interpreter will run."""
+        for u in self.cmds:
+            if u.pipe == cmd.pipe and u.stage < cmd.stage:
+                if u.name in ("echo", "printf"):
+                    text = " ".join(a for a in u.args if a not in ("-n", "-e", "-E"))
+                    cmd.subs.extend(self.text(_unescape(text) if u.name == "printf" or "-e" in u.args else text, depth + 1))
+                elif u.name == "cat":
+                    for op, body in u.redirs:
+                        if op in ("<<", "<<<"):
+                            cmd.subs.extend(self.text(body, depth + 1))
+
+    def _find_exec(self, cmd: _Cmd, depth: int):
+        args = cmd.args
+        root = next((a for a in args if not a.startswith(("-", "(", "!"))), ".")
+        i = 0
+        while i < len(args):
+            if args[i] in ("-exec", "-execdir", "-ok", "-okdir"):
+                j = i + 1
+                while j < len(args) and args[j] not in (";", "+", "\\;"):
+                    j += 1
+                inner = [root if a == "{}" else a for a in args[i + 1:j]]
+                if inner:
+                    self._finish(_Cmd(inner, {}, [], self.pipe(), 0, depth=depth + 1, wrappers=["find"]), depth + 1)
+                i = j
+            i += 1
+
+    def _shell_outs(self, cmd: _Cmd, depth: int):
+        """Recurse into literal shell commands an inline program hands to system()/exec()/backticks."""
+        code, lits = cmd.icode, []
+        for m in _RX["call"].finditer(code):
+            lits.append(m.group(2))
+        for m in _RX["calllist"].finditer(code):
+            lits.append(" ".join(x.group(2) for x in _RX["lit"].finditer(m.group(1))))
+        if _iname(cmd.name) in ("perl", "ruby", "php") or cmd.name in AWKS:
+            lits += [m.group(1) for m in _RX["tick"].finditer(code)]
+        if cmd.name in AWKS:
+            lits += [m.group(2) or m.group(4) for m in _RX["awkpipe"].finditer(code)]
+        for lit in lits[:16]:
+            if lit and lit.strip():
+                cmd.subs.extend(self.text(_unescape(lit), depth + 1))
+        if re.search(r"(system|exec|eval|popen)\s*\(?\s*(\$0|\$_|<STDIN>|sys\.stdin|STDIN|gets|readline|input\()", code):
+            cmd.stdin_exec = True
+
+
+def _brace(raw: str, limit: int = 64) -> list:
+    """Unquoted brace lists: {rm,-rf,/} -> three words, r{m,} -> rm r."""
+    if "{" not in raw or "," not in raw or len(raw) > 2000:
+        return [raw]
+    i, n, q = 0, len(raw), None
+    while i < n:
+        c = raw[i]
+        if q:
+            q = None if c == q else q
+        elif c == "\\":
+            i += 1
+        elif c in "'\"":
+            q = c
+        elif c == "{" and (i == 0 or raw[i - 1] != "$"):
+            depth, j, commas = 0, i, []
+            while j < n:
+                if raw[j] == "{":
+                    depth += 1
+                elif raw[j] == "}":
+                    depth -= 1
+                    if depth == 0:
+                        break
+                elif raw[j] == "," and depth == 1:
+                    commas.append(j)
+                elif raw[j] in " '\"\t":
+                    break
+                j += 1
+            if j < n and raw[j] == "}" and commas:
+                cuts = [i] + commas + [j]
+                alts = [raw[cuts[k] + 1:cuts[k + 1]] for k in range(len(cuts) - 1)]
+                res = []
+                for a in alts:
+                    res.extend(_brace(raw[:i] + a + raw[j + 1:], limit))
+                    if len(res) >= limit:
+                        break
+                return [" ".join(res)] if len(res) > limit else res
+        i += 1
+    return [raw]
+
+
+_ESC = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
+        "\\": "\\", "'": "'", '"': '"', "?": "?"}
+
+
+def _ansi_c(w: str, i: int) -> tuple:
+    out, n = [], len(w)
+    while i < n and w[i] != "'":
+        if w[i] == "\\" and i + 1 < n:
+            m = re.compile(r"x([0-9a-fA-F]{1,2})|u([0-9a-fA-F]{1,4})|U([0-9a-fA-F]{1,8})|([0-7]{1,3})|c(.)").match(w, i + 1)
+            if m:
+                h = m.group(1) or m.group(2) or m.group(3)
+                out.append(chr(int(h, 16)) if h else chr(int(m.group(4), 8)) if m.group(4) else chr(ord(m.group(5)) & 31))
+                i = m.end()
+                continue
+            out.append(_ESC.get(w[i + 1], "\\" + w[i + 1]))
+            i += 2
+        else:
+            out.append(w[i])
+            i += 1
+    return "".join(out), i + 1
+
+
+def _unescape(s: str) -> str:
+    """printf / echo -e / string-literal escapes (\\x72, \\162, \\u0072, \\n)."""
+    if "\\" not in s:
+        return s
+    return _ansi_c(s.replace("'", "\\'") + "'", 0)[0]
+
+
+def _shell_args(args: list) -> tuple:
+    """(code for -c or None, script operand or None) for sh/bash/zsh style argv."""
+    has_c, i = False, 0
+    while i < len(args):
+        a = args[i]
+        if a in ("-o", "+o", "-O", "+O", "--rcfile", "--init-file"):
+            i += 2
+            continue
+        if a == "--":
+            i += 1
+            break
+        if a.startswith("--command"):
+            return (a.split("=", 1)[1] if "=" in a else (args[i + 1] if i + 1 < len(args) else "")), None
+        if a[:1] in "-+" and len(a) > 1:
+            has_c = has_c or (a[0] == "-" and not a.startswith("--") and "c" in a)
+            i += 1
+            continue
+        break
+    rest = args[i:]
+    if has_c:
+        return (rest[0] if rest else ""), None
+    return None, (rest[0] if rest else None)
+
+
+def _interp_code(cmd: _Cmd) -> str | None:
+    """Inline program of python -c / perl -e / awk '...' / pwsh -enc, or a heredoc fed to an interpreter."""
+    nm, args = cmd.name, cmd.args
+    if nm in AWKS:
+        ops = _operands(args, _sh_set("-F -v -W --assign --field-separator"))
+        return None if "-f" in args or not ops else ops[0]
+    base = _iname(nm)
+    flags = INTERP.get(base)
+    if flags is None:
+        return None
+    for i, a in enumerate(args):
+        al = a.lower() if base in ("pwsh", "powershell") else a
+        if al in flags or (base in ("perl", "ruby") and re.fullmatch(r"-[a-zA-Z]*[eE]", a)):
+            code = args[i + 1] if i + 1 < len(args) else ""
+            if base in ("pwsh", "powershell") and al.startswith(("-e", "-enc")) and al != "-command":
+                try:
+                    code = "IEX base64 " + base64.b64decode(code).decode("utf-16-le", "ignore")
+                except Exception:
+                    code = "IEX base64 " + code
+            return " ".join(args[:i]) + " " + code
+        if len(a) > 2 and a[:2] in flags:
+            return " ".join(args[:i]) + " " + a[2:]
+        if a in ("-m", "-f") or not a.startswith("-"):
+            return None
+    return next((t for op, t in cmd.redirs if op in ("<<", "<<<")), None)
+
+
+# ---------------------------------------------------------------- wrappers
+
+_WRAP_OPTS = {  # wrapper -> (options taking a value, extra operands before the command)
+    "sudo": ("-u -g -C -D -h -p -r -t -T -U --user --group --chdir --prompt --role --type --host --other-user --close-from", 0),
+    "doas": ("-u -C", 0), "pkexec": ("--user", 0), "run0": ("-u --user -D --setenv", 0), "nohup": ("", 0),
+    "nice": ("-n --adjustment", 0), "ionice": ("-c -n --class --classdata", 0), "timeout": ("-s -k --signal --kill-after", 1),
+    "stdbuf": ("-i -o -e --input --output --error", 0), "setsid": ("", 0), "time": ("-f -o --format --output", 0),
+    "command": ("", 0), "builtin": ("", 0), "exec": ("-a", 0), "chroot": ("--userspec --groups", 1),
+    "strace": ("-e -o -p -s -u -E -a -b -I -O -P -S -X", 0), "ltrace": ("-e -o -p -s -u -a -n", 0), "taskset": ("", 1),
+    "unbuffer": ("", 0), "rlwrap": ("-a -f -H -p -S", 0), "proxychains": ("-f", 0), "proxychains4": ("-f", 0),
+    "torsocks": ("-u -p -a -P", 0), "catchsegv": ("", 0), "firejail": ("", 0), "chrt": ("", 1), "caffeinate": ("-t -w", 0),
+    "nsenter": ("-t --target -S -G --setuid --setgid -r -w --root --wd", 0), "cgexec": ("-g", 0),
+    "unshare": ("--propagation --setgroups -R --root -w --wd -S -G --map-user --map-group", 0),
+    "numactl": ("-C -N -m -p -i --cpunodebind --membind --physcpubind --preferred --interleave", 0),
+    "systemd-run": ("-u --unit -p --property -E --setenv --description --slice -M --machine --uid --gid --working-directory", 0),
+    "busybox": ("", 0), "toybox": ("", 0), "flock": ("-w -E --timeout --conflict-exit-code", 1), "xargs": ("-I -n -P -L -l -d -E -e -s -a --arg-file --delimiter --max-args --max-procs --max-lines --replace --eof --max-chars --process-slot-var", 0),
+    "doas-": ("", 0), "runuser": ("-u -g -G -s -w --user --group --shell", 0), "watch": ("-n --interval -d -g -q", 0),
+}
+_CODE_OPT = {"su": ("-c", "--command"), "runuser": ("-c", "--command"), "flock": ("-c", "--command"), "script": ("-c", "--command"), "sg": ("-c",)}
+
+
+def _skip(args: list, with_arg: frozenset) -> int:
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            return i + 1
+        if not a.startswith("-") or a == "-" or _ASSIGN.match(a):
+            return i
+        if a in with_arg or (len(a) == 2 and a in with_arg):
+            i += 2
+        else:
+            i += 1
+    return i
+
+
+def _unwrap(an: _An, cmd: _Cmd):
+    """Return ('argv', inner_argv) / ('code', shell_text) for wrapper commands, else None."""
+    nm, args = cmd.name, cmd.args
+    if nm in _CODE_OPT:
+        for i, a in enumerate(args):
+            for f in _CODE_OPT[nm]:
+                if a == f and i + 1 < len(args):
+                    return ("code", args[i + 1])
+                if a.startswith(f + "=") and f.startswith("--"):
+                    return ("code", a.split("=", 1)[1])
+        if nm == "sg" and len(args) >= 2:
+            return ("code", " ".join(args[1:]))
+        if nm in ("su", "script", "sg"):
+            return None
+    if nm == "env":
+        i = 0
+        while i < len(args):
+            a = args[i]
+            if a in ("-u", "-C", "--unset", "--chdir"):
+                i += 2
+            elif a in ("-S", "--split-string") or a.startswith(("-S", "--split-string=")):
+                s = args[i + 1] if a in ("-S", "--split-string") and i + 1 < len(args) else a.split("=", 1)[-1] if "=" in a else a[2:]
+                return ("argv", s.split() + args[i + 2 if a in ("-S", "--split-string") else i + 1:])
+            elif a.startswith("-") and a != "-":
+                i += 1
+            elif _ASSIGN.match(a):
+                k, v = a.split("=", 1)
+                cmd.assigns[k] = v
+                i += 1
+            else:
+                return ("argv", args[i:])
+        return None
+    if nm == "trap" and args and args[0] not in ("-p", "-l"):
+        return ("code", args[0])
+    if nm == "ssh":
+        ops = _operands(args, _sh_set("-b -c -D -E -e -F -I -i -J -L -l -m -O -o -p -Q -R -S -W -w -B"))
+        return ("code", " ".join(ops[1:])) if len(ops) > 1 else None
+    spec = _WRAP_OPTS.get(nm)
+    if spec is None:
+        return None
+    if nm == "command" and any(a in ("-v", "-V") for a in args):
+        return None
+    if nm in ("sudo", "doas", "sudoedit") and any(re.fullmatch(r"-[a-zA-Z]*[lvkKe][a-zA-Z]*", a) for a in args[:1]):
+        return None
+    i = _skip(args, _sh_set(spec[0])) + spec[1]
+    rest = args[i:]
+    if nm == "sudo" and any(a in ("-s", "-i") for a in args[:i]) and rest:
+        return ("code", " ".join(rest))
+    if nm == "watch" and "-x" not in args[:i] and rest:
+        return ("code", " ".join(rest))
+    if nm == "xargs":
+        rest = (rest or ["echo"]) + [w for op, t in cmd.redirs if op == "<<<" for w in t.split()]
+        ups = [u for u in an.cmds if u.pipe == cmd.pipe and u.stage == cmd.stage - 1]
+        for u in ups:
+            if u.name in ("echo", "printf"):
+                rest = rest + [a for a in u.args if not a.startswith("-")]
+            elif u.name == "find":
+                rest = rest + [next((a for a in u.args if not a.startswith("-")), ".")]
+    if nm == "chroot" and not rest:
+        return None
+    return ("argv", rest) if rest else None
+
+
+# ---------------------------------------------------------------- command classification
+
+def _is_fetch(c: _Cmd) -> bool:
+    if c.name in DOWNLOADERS or c.name in NETCAT or (c.name == "openssl" and "s_client" in c.args):
+        return True
+    return bool(c.icode and _RX["remote"].search(c.icode)) or any(_is_fetch(s) for s in c.subs)
+
+
+def _is_decoder(c: _Cmd) -> bool:
+    nm, a = c.name, c.args
+    sh = _shorts(a)
+    if nm in ("base64", "base32", "basenc", "b64") and ("d" in sh or "D" in sh or "--decode" in a):
+        return True
+    if nm == "openssl" and ("-d" in a or "-base64" in a or "base64" in a or "-a" in a):
+        return True
+    if nm == "xxd" and "r" in sh or nm in ("uudecode", "rev", "tr", "zcat", "bzcat", "xzcat", "zstdcat", "gunzip", "unxz", "lzcat"):
+        return True
+    if nm in ("gzip", "bzip2", "xz", "zstd", "lzma", "brotli") and ("d" in sh or "--decompress" in a):
+        return True
+    if nm in ("printf", "echo") and any(re.search(r"\\(x[0-9a-fA-F]|[0-7]{3}|u[0-9a-fA-F]{4})", x) for x in a):
+        return True
+    return bool(c.icode) and c.name not in AWKS
+
+
+def _executes_stdin(c: _Cmd) -> bool:
+    nm = c.name
+    if c.unknown or c.stdin_exec:
+        return True
+    if "xargs" in c.wrappers and (nm in SHELLS or _iname(nm) in SHELLS or _iname(nm) in INTERP):
+        return True
+    if nm in SHELLS or _iname(nm) in SHELLS:
+        code, script = _shell_args(c.args)
+        return c.code is None and (script in (None, "-", "/dev/stdin") or "s" in _shorts(c.args))
+    if _iname(nm) in INTERP:
+        ops = _operands(c.args, _sh_set("-W -X -r --require -I -M -x"))
+        return c.icode is None and (not ops or ops[0] in ("-", "/dev/stdin"))
+    if nm in ("source", ".") and c.args[:1] in (["/dev/stdin"], ["-"]):
+        return True
+    return any(d == ">" and any(_executes_stdin(x) for x in cs) for d, cs in c.procs)
+
+
+def _runs_code(c: _Cmd) -> bool:
+    nm = c.name
+    return c.unknown or c.code is not None or nm in ("eval", "source", ".") or nm in SHELLS or _iname(nm) in INTERP
+
+
+# ---------------------------------------------------------------- rules (one function per concern)
+
+Rule = Callable[["_An", "_Cmd"], list]
+
+
+def r_rm(an, c):
+    if c.name not in ("rm", "srm"):
+        return []
+    rec = bool(re.search(r"[rR]", _shorts(c.args))) or "--recursive" in c.args
+    out = [("rm --no-preserve-root", True)] if "--no-preserve-root" in c.args else []
+    for t in map(c.path, _operands(c.args)):
+        why = _critical(t)
+        if why and (rec or "*" in t or t in ("/", "~")):
+            out.append((f"rm{' -r' if rec else ''} targets {_show(t)} ({why})", True))
+        elif rec and (U in t or S in t) and not why:
+            out.append((f"rm -r of unresolved path {_show(t)}", False))
+    return out
+
+
+def r_destructive_misc(an, c):
+    nm, a = c.name, c.args
+    if nm == "find":
+        roots = [c.path(x) for x in a[:next((i for i, x in enumerate(a) if x.startswith(("-", "(", "!"))), len(a))]]
+        if any(_critical(r) for r in roots) and ("-delete" in a or any(x in a for x in ("-exec", "-execdir", "-ok")) and
+                                                  any(x in ("rm", "/bin/rm", "shred", "unlink", "mv", "truncate") for x in a)):
+            return [(f"find {_show(roots[0])} deletes files", True)]
+    if nm in ("chmod", "chown", "chgrp"):
+        rec = "R" in _shorts(a) or "--recursive" in a
+        for t in map(c.path, _operands(a, _sh_set("--reference"))[1:]):
+            why = _critical(t)
+            if why and (rec or _npath(t) in ("/", "~") or why == "filesystem root"):
+                return [(f"{nm}{' -R' if rec else ''} on {_show(t)} ({why})", True)]
+    if nm == "mv":
+        ops = _operands(a, _sh_set("-t -S"))
+        if any(_critical(t) for t in ops[:-1]) or (ops and ops[-1] == "/dev/null"):
+            return [(f"mv of {_show(' '.join(ops))}", True)]
+    if nm == "rsync" and any(x.startswith("--delete") for x in a):
+        ops = _operands(a, _sh_set("-e --rsh --exclude --include --filter"))
+        if ops and _critical(ops[-1]):
+            return [(f"rsync --delete into {_show(ops[-1])}", True)]
+    return []
+
+
+def r_system_writes(an, c):
+    out = []
+    for t in _writes(c):
+        n = _npath(t)
+        if _BLOCKDEV.match(n) or _persist(t) or n.startswith(("/etc/sudoers", "/etc/shadow", "/etc/passwd", "/etc/group", "/etc/gshadow", "/etc/ld.so", "/proc/sys", "/sys/", "/proc/sysrq")):
+            continue  # owned by disk_write / persistence / privilege_escalation / env_injection / container_escape
+        if _system_path(t):
+            out.append((f"{c.name or 'redirect'} modifies system path {_show(t)}", True))
+    return out
+
+
+def r_secret_read(an, c):
+    if c.icode and _RX["secret"].search(c.icode):
+        return [("inline program reads secret files", True)]
+    srcs = [t for op, t in c.redirs if op == "<"]
+    if c.name in READERS or c.unknown:
+        srcs += c.args
+    return [(f"reads secret {_show(s)}", True) for s in srcs if _secret(s)][:1]
+
+
+def r_upload(an, c):
+    nm, a = c.name, c.args
+    data = []
+    if nm in ("curl", "curlie", "http", "https", "xh"):
+        for i, x in enumerate(a):
+            v = a[i + 1] if i + 1 < len(a) else ""
+            if x in ("-d", "--data", "--data-binary", "--data-raw", "--data-urlencode", "--data-ascii", "--json") or x.startswith(("--data=", "--data-binary=")):
+                v = v if not x.startswith("--data") or "=" not in x else x.split("=", 1)[1]
+                if v.startswith("@") or S in v or "=@" in v:
+                    data.append(v)
+            elif x in ("-F", "--form") and ("@" in v or "=<" in v):
+                data.append(v)
+            elif x in ("-T", "--upload-file") or x.startswith("-T") and len(x) > 2:
+                data.append(v or x[2:])
+            elif "@" in x and re.match(r"^[\w.-]+=@", x):
+                data.append(x)
+    elif nm in ("wget", "wget2"):
+        data = [x for x in a if x.startswith(("--post-file", "--body-file")) or (x.startswith("--post-data") and S in x)]
+    if data and _remote(c):
+        return [(f"{nm} uploads {_show(data[0])} to a non-loopback host", True)]
+    if nm in NETCAT and _remote(c) and not ("z" in _shorts(a)) and (c.stage > 0 or any(op == "<" for op, _ in c.redirs)):
+        return [(f"{nm} sends local data to a remote host", True)]
+    return []
+
+
+def r_dns_exfil(an, c):
+    if c.name in DOWNLOADERS | NETCAT | _sh_set("host dig nslookup ping drill traceroute whois getent ping6"):
+        for h in _hosts(c) + c.args:
+            if S in h and re.search(S + r"[^/\s]*\.[a-zA-Z]|[a-zA-Z0-9-]\." + S, h) or (S in h and _URL.match(h) and S in (_URL.match(h).group(1))):
+                return [(f"command output embedded in hostname {_show(h)}", True)]
+        if any(S in x for x in c.args if _URL.match(x)) and _remote(c):
+            return [("command output embedded in a remote URL", True)]
+    return []
+
+
+def r_env_dump(an, c):
+    nm, a = c.name, c.args
+    dump = (nm == "env" and not c.wrappers[-1:] == ["env"] and all(x.startswith("-") or "=" in x for x in a)) or \
+        (nm == "printenv" and not _operands(a)) or (nm == "set" and not a) or (nm == "export" and a in ([], ["-p"])) or \
+        (nm in ("declare", "typeset") and (not a or any(x in ("-x", "-p", "-px", "-xp") for x in a) and not any(_ASSIGN.match(x) or not x.startswith("-") for x in a))) or \
+        (nm == "compgen" and any(x in ("-v", "-e") for x in a))
+    if any("/proc/" in x and "environ" in x for x in a + [t for _, t in c.redirs]) or (c.icode and _RX["envdump"].search(c.icode)):
+        return [("reads process environment", True)]
+    if not dump:
+        return []
+    nxt = [u for u in an.pipes.get(c.pipe, []) if u.stage == c.stage + 1]
+    if nxt and all(u.name in ("grep", "egrep", "fgrep", "rg") for u in nxt) and not any(">" in op for op, _ in c.redirs):
+        return [(f"{nm} output filtered through grep (still exposes matching variables)", False)]
+    return [(f"{nm} dumps the environment", True)]
+
+
+def r_revshell(an, c):
+    nm, a = c.name, c.args
+    out = [(f"network redirect {_show(t)}", True) for _, t in c.redirs if "/dev/tcp/" in t or "/dev/udp/" in t][:1]
+    if nm in NETCAT and (re.search(r"[ec]", _shorts([x for x in a if not x.startswith("--")])) or any(x.startswith(("--exec", "--sh-exec", "--lua-exec")) for x in a)):
+        out.append((f"{nm} with program execution", True))
+    if nm == "socat" and any(re.search(r"(exec|system):", x, re.I) for x in a):
+        out.append(("socat exec:/system: address", True))
+    if nm == "xterm" and "-display" in a:
+        out.append(("xterm -display to a remote X server", True))
+    code = " ".join(c.argv) if c.icode else ""
+    if code and _RX["sock"].search(code) and _RX["exec"].search(code):
+        out.append((f"{nm} one-liner wires a socket to a shell/exec", True))
+    if nm in NETCAT or (nm == "openssl" and "s_client" in a):
+        shells = [u for u in an.pipes.get(c.pipe, []) if u is not c and (u.name in SHELLS or _iname(u.name) in SHELLS) and u.code is None]
+        if shells:
+            out.append((f"{nm} connected to a shell in one pipeline", True))
+    return out
+
+
+def r_code_exec(an, c):
+    out = []
+    if c.unknown:
+        danger = [x for x in c.args if _critical(x) or _BLOCKDEV.match(x) or x in ("-rf", "-fr", "-Rf", "-rF", "--no-preserve-root", "-9") or "/dev/tcp" in x or _URL.match(x)]
+        if danger or c.indirect or any(_is_fetch(s) or _is_decoder(s) for s in c.subs):
+            out.append((f"command name built from expansion ({_show(c.argv[0])}) with dangerous arguments", True))
+        else:
+            out.append((f"command name built from expansion ({_show(c.argv[0])})", False))
+    if _runs_code(c):
+        if any(_is_fetch(s) or (_is_decoder(s) and s.name not in ("echo", "printf")) for s in c.subs):
+            out.append((f"{c.name or 'shell'} executes downloaded/decoded content from $(..)", True))
+        if any(_is_fetch(x) or _is_decoder(x) for _, cs in c.procs for x in cs):
+            out.append((f"{c.name} executes downloaded/decoded content from <(..)", True))
+    if c.icode:
+        if _RX["run"].search(c.icode) and _RX["decode"].search(c.icode):
+            out.append((f"{c.name} decodes and executes an embedded payload", True))
+        if _RX["run"].search(c.icode) and _RX["remote"].search(c.icode):
+            out.append((f"{c.name} fetches and executes remote code", True))
+    if c.stage > 0 and _executes_stdin(c):
+        ups = [u for u in an.pipes.get(c.pipe, []) if u.stage < c.stage]
+        bad = [u for u in ups if _is_fetch(u) or _is_decoder(u) or u.unknown or any(U in x or S in x for x in u.args if u.name in ("echo", "printf"))]
+        if bad:
+            out.append((f"{bad[0].name or 'expansion'} output piped into {c.name or 'an interpreter'}", True))
+        elif ups and not all(u.name in ("echo", "printf") for u in ups):
+            out.append((f"{c.name} executes piped input", False))
+    elif c.stage == 0 and _is_fetch(c) and c.name in DOWNLOADERS and any(u.stage > 0 for u in an.pipes.get(c.pipe, [])):
+        out.append((f"{c.name} output piped to another program", False))
+    return out
+
+
+def r_priv(an, c):
+    nm, a = c.name, c.args
+    w = [x for x in c.wrappers if x in PRIV]
+    if w:
+        return [(f"runs via {w[0]}", True)]
+    if nm in PRIV:
+        return [(f"{nm} changes identity/privileges", True)]
+    if nm == "mount" and _operands(a, _sh_set("-t -o -L -U")) or nm == "umount":
+        return [(f"{nm} changes mounts", True)]
+    if nm == "chmod":
+        mode = next((x for x in a if not x.startswith("-") or re.fullmatch(r"-[rwxXst]+", x)), "")
+        if re.fullmatch(r"0*[2-7][0-7]{3}", mode) and int(mode[-4]) & 6 or re.search(r"[ugoa]*[+=][rwxXt]*s", mode):
+            return [(f"chmod sets setuid/setgid bit ({mode})", True)]
+    for t in _writes(c):
+        if _npath(t).startswith(("/etc/sudoers", "/etc/shadow", "/etc/passwd", "/etc/group", "/etc/gshadow")):
+            return [(f"modifies {_npath(t)}", True)]
+    return []
+
+
+def r_env_inject(an, c):
+    out = []
+    for k, v in c.assigns.items():
+        if k in DANGER_ENV or k.startswith("BASH_FUNC_") or (k == "NODE_OPTIONS" and re.search(r"(^|\s)(-r|--require|--import|--loader|--experimental-loader)", v)) or (k == "PS4" and (S in v or U in v)):
+            out.append((f"sets {k}", True))
+    if c.name == "git":
+        for i, x in enumerate(c.args):
+            kv = c.args[i + 1] if x == "-c" and i + 1 < len(c.args) else x[2:] if x.startswith("-c") and len(x) > 2 else None
+            if kv and GIT_BAD_KEYS.match(kv.split("=", 1)[0]):
+                out.append((f"git -c {kv.split('=', 1)[0]} runs a command", True))
+        if c.args[:1] == ["config"]:
+            key = next((x for x in c.args[1:] if not x.startswith("-")), "")
+            if GIT_BAD_KEYS.match(key) and len(_operands(c.args[1:])) >= 2:
+                out.append((f"git config {key} installs a command hook", True))
+    out += [(f"writes {_show(t)}", True) for t in _writes(c) if _npath(t).startswith("/etc/ld.so")]
+    return out
+
+
+def r_container(an, c):
+    nm, a = c.name, c.args
+    out = []
+    if nm not in DATA_CMDS and any("docker.sock" in x for x in a + [t for _, t in c.redirs]):
+        out.append(("touches the Docker socket", True))
+    if nm in ("docker", "podman", "nerdctl") and a[:1] and a[0] in ("run", "create", "exec", "container"):
+        j = " ".join(a)
+        if re.search(r"--privileged|--(pid|userns|uts|ipc)[= ]host|--cap-add[= ](SYS_ADMIN|ALL|SYS_MODULE|SYS_PTRACE|DAC_READ_SEARCH)|(apparmor|seccomp)[=:]unconfined|label[=:]disable|--device[= ]/dev/(sd|nvme|mem|kmsg)", j, re.I):
+            out.append(("privileged/host-namespace container", True))
+        for i, x in enumerate(a):
+            v = a[i + 1] if x in ("-v", "--volume", "--mount") and i + 1 < len(a) else x.split("=", 1)[1] if x.startswith(("--volume=", "--mount=", "-v=")) else None
+            if v:
+                src = re.sub(r"^.*(source|src)=([^,]*).*$", r"\2", v) if "=" in v else v.split(":", 1)[0]
+                if _npath(src) in ("/", "/etc", "/root", "/proc", "/sys", "/dev", "/boot", "/var/run", "/run", "/home", "/var/lib/docker"):
+                    out.append((f"mounts host path {src} into a container", True))
+    if nm == "kubectl" and re.search(r"privileged\"?\s*:\s*true|hostPID|hostPath|--privileged", " ".join(a)):
+        out.append(("kubectl privileged/host pod", True))
+    if nm == "nsenter" and ("-t" in a and "1" in a or any(x in ("--target=1", "-t1") for x in a)):
+        out.append(("nsenter into PID 1 namespaces", True))
+    for t in _writes(c) + [x for x in a if "release_agent" in x or "/proc/1/root" in x]:
+        n = _npath(t)
+        if n.startswith(("/proc/sys/", "/sys/kernel/", "/sys/fs/cgroup")) or "release_agent" in n or "notify_on_release" in n or n.startswith("/proc/1/root"):
+            out.append((f"writes kernel/cgroup control file {_show(t)}", True))
+            break
+    return out
+
+
+def r_mining(an, c):
+    j = " ".join(c.argv).lower() + " " + (c.icode or "")
+    if c.name.lower() in MINERS or re.search(r"stratum\d?\+(tcp|ssl|tls)://|--donate-level|-a\s+(cryptonight|randomx|rx/0)|minexmr|nanopool\.org|supportxmr|moneroocean|hashvault|2miners|f2pool|nicehash", j):
+        return [("crypto miner", True)]
+    return []
+
+
+def r_filter_bypass(an, c):
+    nm, a = c.name, c.args
+    out = []
+    if c.wrappers[-1:] == ["find"] and (nm in SHELLS or _iname(nm) in SHELLS) and c.code is None:
+        out.append(("find -exec spawns a shell", True))
+    if nm == "sed":
+        scripts = [a[i + 1] for i, x in enumerate(a[:-1]) if x in ("-e", "--expression")] or _operands(a, _sh_set("-f -l"))[:1]
+        for s in scripts:
+            if re.search(r"(^|[;\n{}])\s*(\d+|\$|/[^/]*/)?\s*e(\s|;|$)", s) or re.search(r"s(.)(?:(?!\1).)*\1(?:(?!\1).)*\1[gpiIm0-9w]*e", s):
+                out.append(("sed 'e' executes shell commands", True))
+    if nm in ("vim", "vi", "nvim", "ex", "view", "rvim"):
+        for i, x in enumerate(a):
+            v = a[i + 1] if x in ("-c", "--cmd") and i + 1 < len(a) else x[1:] if x.startswith("+") else ""
+            if re.search(r"!|\bsh(ell)?\b|system\(|terminal|py3?\s|lua\s", v):
+                out.append((f"{nm} command runs a shell", True))
+    if nm in ("tar", "bsdtar") and any(x.startswith(("--checkpoint-action", "--to-command", "--rsh-command", "--info-script", "--new-volume-script", "--use-compress-program=sh", "--use-compress-program=bash")) for x in a):
+        out.append(("tar option runs a command", True))
+    if nm == "zip" and any(x in ("-TT", "--unzip-command") or x.startswith("--unzip-command") for x in a):
+        out.append(("zip -TT runs a command", True))
+    if nm == "git" and any(x.startswith(("--upload-pack", "--receive-pack", "--exec", "-u")) or x.startswith("ext::") for x in a):
+        out.append(("git option runs a command", True))
+    if nm == "rsync":
+        for i, x in enumerate(a):
+            v = a[i + 1] if x in ("-e", "--rsh", "--rsync-path") and i + 1 < len(a) else x.split("=", 1)[1] if x.startswith(("--rsh=", "--rsync-path=")) else None
+            if v and _base(v.split()[0] if v.split() else "") not in ("ssh", "rsh", "rsync", "sudo") or v and re.search(r"[;|&`$]", v):
+                out.append(("rsync -e/--rsync-path runs a non-ssh command", True))
+    if nm in ("ssh", "scp", "sftp") and re.search(r"(ProxyCommand|LocalCommand|PermitLocalCommand)\s*=?\s*", " ".join(a), re.I):
+        out.append(("ssh option runs a local command", True))
+    if nm in ("man", "less", "more") and any(x.startswith(("-P", "--pager")) for x in a):
+        out.append((f"{nm} custom pager command", True))
+    if c.indirect:
+        out.append(("indirect/prompt expansion (${!var} / ${var@P})", c.unknown or c.code is not None or "prompt" in an.flags))
+    return out
+
+
+def r_persistence(an, c):
+    out = [(f"writes {_show(t)}", True) for t in _writes(c) if _persist(t)][:1]
+    if c.name == "crontab" and not any(x in ("-l", "-u") and x == "-l" for x in c.args) and "-l" not in c.args:
+        out.append(("crontab installs/changes scheduled jobs", True))
+    if c.name in ("at", "batch") or (c.name in ("systemctl", "launchctl") and c.args[:1] in (["enable"], ["load"], ["link"])):
+        out.append((f"{c.name} schedules/enables a service", False))
+    return out
+
+
+def r_process(an, c):
+    nm, a = c.name, c.args
+    if nm == "kill":
+        ops, i = [], 0
+        while i < len(a):
+            if a[i] in ("-s", "-n", "--signal"):
+                i += 2
+                continue
+            if a[i] != "--" and not (i == 0 and re.fullmatch(r"-(SIG)?[A-Za-z]+\d*|-\d{1,2}", a[i]) and a[i] != "-1"):
+                ops.append(a[i])
+            i += 1
+        if any(x in ("1", "-1") for x in ops):
+            return [("kill targets init or every process", True)]
+    if nm == "killall5" or (nm in ("pkill", "killall", "slay") and (re.search(r"-u\s*(root|0)\b|--user[= ](root|0)", " ".join(a)) or set(_operands(a)) & {"init", "systemd", "sshd", "dockerd", "containerd"})):
+        return [(f"{nm} kills system-wide processes", True)]
+    return []
+
+
+def r_power(an, c):
+    nm, a = c.name, c.args
+    if nm in POWER or (nm in ("init", "telinit") and a[:1] in (["0"], ["6"], ["1"], ["s"])) or \
+            (nm in ("systemctl", "loginctl") and set(a) & _sh_set("poweroff reboot halt suspend hibernate hybrid-sleep kexec rescue emergency soft-reboot")):
+        return [(f"{nm} {' '.join(a)[:30]} changes power state", True)]
+    if any(_npath(t).startswith("/proc/sysrq-trigger") for t in _writes(c)):
+        return [("writes /proc/sysrq-trigger", True)]
+    return []
+
+
+def r_disk(an, c):
+    nm, a = c.name, c.args
+    sh = _shorts(a)
+    if nm.startswith("mkfs") or nm in DISK_TOOLS or (nm == "cryptsetup" and set(a) & {"luksFormat", "erase"}) or (nm == "badblocks" and "w" in sh):
+        return [(f"{nm} formats/erases a device", True)]
+    if (nm in ("fdisk", "sfdisk") and not set(a) & {"-l", "--list", "-d", "--dump", "-V", "--verify", "-s", "--show-size"}) or \
+            (nm == "parted" and not ("-l" in a or "--list" in a or "print" in a)) or (nm == "sgdisk" and not set(sh) & set("pv")):
+        return [(f"{nm} rewrites a partition table", True)]
+    if nm == "hdparm" and any(x.startswith(("--security-erase", "--trim-sector", "--write-sector", "--security-set-pass", "--fwdownload")) for x in a):
+        return [("hdparm destructive operation", True)]
+    for t in _writes(c):
+        if _BLOCKDEV.match(_npath(t)):
+            return [(f"writes block device {t}", True)]
+    if nm in ("shred", "wipe", "dd") and any(_BLOCKDEV.match(x.split("=", 1)[-1]) for x in a if nm != "dd" or x.startswith("of=")):
+        return [(f"{nm} overwrites a device", True)]
+    return []
+
+
+def r_recon(an, c):
+    nm = c.name
+    if nm in CRACKERS:
+        return [(f"{nm} password cracking / payload tool", True)]
+    if nm in SCANNERS:
+        tg = [m.group(1) for m in map(_URL.match, c.args) if m] + [h for h in _operands(c.args, _sh_set("-p -oN -oX -oG -oA -iL --script -e -S -w -u -l -P -L")) if not re.fullmatch(r"[\d,-]+", h)]
+        local = bool(tg) and all(_loopback(re.sub(r"/\d+$", "", h.split(":")[0])) for h in tg)
+        return [(f"{nm} scan{' of loopback' if local else ''}", not local)]
+    return []
+
+
+def r_packages(an, c):
+    verb = PKG.get(c.name)
+    if verb and (verb in c.args or "install" in c.args or "add" in c.args or "i" in c.args[:1]):
+        return [(f"{c.name} installs packages", False)]
+    return []
+
+
+def w_fork_bomb(an):
+    out = []
+    for name, body in an.funcs:
+        for r in body:
+            sizes = sum(1 for x in body if x.pipe == r.pipe)
+            if r.words[:1] == [name] and (r.bg or sizes > 1):
+                out.append((f"function {name} recursively spawns itself", True))
+                break
+    for cond, body in an.loops:
+        if any(r.words[:1] in (["true"], [":"], ["1"]) or r.words == ["[", "1", "]"] for r in cond) and any(r.bg for r in body):
+            out.append(("infinite loop spawning background processes", True))
+    out += [(f"{c.name} fork loop", True) for c in an.cmds if c.icode and _RX["fork"].search(c.icode)][:1]
+    return out
+
+
+def w_mkfifo(an):
+    names = {c.name for c in an.cmds}
+    if names & {"mkfifo", "mknod"} and (names & NETCAT or any(c.name == "openssl" and "s_client" in c.args for c in an.cmds)):
+        return [("named pipe wired to a network client", True)]
+    return []
+
+
+def w_download_exec(an):
+    got, out = set(), []
+    for c in an.cmds:
+        nm, a = c.name, c.args
+        if nm in DOWNLOADERS:
+            urls = [x for x in a if _URL.match(x)]
+            for i, x in enumerate(a):
+                if x in ("-o", "--output", "-O", "--output-document") and i + 1 < len(a) and not (nm == "curl" and x == "-O"):
+                    got.add(_base(a[i + 1]))
+            if "-O" in a and nm == "curl" or "--remote-name" in a or (nm in ("wget", "aria2c") and not set(a) & {"-O", "--output-document", "-o"}):
+                got.update(_base(u.split("?")[0].rstrip("/")) for u in urls)
+            got.update(_base(t) for op, t in c.redirs if ">" in op)
+            got.update(_base(t) for u in an.pipes.get(c.pipe, []) if u.name == "tee" for t in _operands(u.args))
+            continue
+        run = None
+        if nm in SHELLS or _iname(nm) in SHELLS:
+            run = _shell_args(a)[1] if c.code is None else None
+        elif _iname(nm) in INTERP and not c.icode:
+            run = next(iter(_operands(a, _sh_set("-W -X -m"))), None)
+        elif nm in ("source", ".") and a:
+            run = a[0]
+        elif c.argv and "/" in c.argv[0]:
+            run = c.argv[0]
+        if run and got and _base(run) in got - {"-", ""}:
+            out.append((f"downloaded file {run} is executed", True))
+    return out
+
+
+def w_flags(an):
+    out = []
+    if "prompt" in an.flags:
+        out.append(("${var@P} prompt expansion can execute command substitutions", True))
+    for f, why in (("control", "control characters in command"), ("ansi_c", "ANSI-C quoted escapes"), ("ifs", "$IFS used as separator"),
+                   ("obfuscated_name", "quoted/escaped command name"), ("unbalanced", "unbalanced quoting")):
+        if f in an.flags:
+            out.append((why, False))
+    return out
+
+
+# group -> (per-command rules, whole-command rules). Data, not code paths: add a function to extend.
+RULES: dict[str, tuple[tuple, tuple]] = {
+    "destructive_ops": ((r_rm, r_destructive_misc), ()),
+    "data_exfiltration": ((r_secret_read, r_upload, r_dns_exfil), ()),
+    "reverse_shell": ((r_revshell,), (w_mkfifo,)),
+    "code_injection": ((r_code_exec,), (w_download_exec,)),
+    "privilege_escalation": ((r_priv,), ()),
+    "dangerous_paths": ((r_system_writes,), ()),
+    "env_injection": ((r_env_inject,), ()),
+    "container_escape": ((r_container,), ()),
+    "crypto_mining": ((r_mining,), ()),
+    "filter_bypass": ((r_filter_bypass,), (w_flags,)),
+    "network_recon": ((r_recon,), ()),
+    "persistence": ((r_persistence,), ()),
+    "process_control": ((r_process,), ()),
+    "env_dump": ((r_env_dump,), ()),
+    "fork_bomb": ((), (w_fork_bomb,)),
+    "system_power": ((r_power,), ()),
+    "disk_write": ((r_disk,), ()),
+    "package_install": ((r_packages,), ()),
+}
+
+
+# ---------------------------------------------------------------- public API
+
+def _normalize(command: str) -> tuple:
+    s = unicodedata.normalize("NFKC", command).translate(_ZW)
+    flags = set()
+    out = []
+    for ch in s:
+        cat = unicodedata.category(ch)
+        if ch in "\t\n":
+            out.append(ch)
+        elif cat in ("Cc", "Cf", "Co", "Cs"):
+            flags.add("control")
+            out.append(" ")
+        else:
+            out.append(ch)
+    return "".join(out), flags
+
+
+def _analyse(command: str) -> _An:
+    s, flags = _normalize(command)
+    an = _An()
+    an.flags |= flags
+    an.text(s, 0)
+    an.pipes = {}
+    for c in an.cmds:
+        an.pipes.setdefault(c.pipe, []).append(c)
+    return an
+
+
+def _evaluate(an: _An, disabled: frozenset) -> list:
+    hits = [h for h in an.hits if h[0] not in disabled]
+    for group, (cmd_rules, whole_rules) in RULES.items():
+        if group in disabled:
+            continue
+        for c in an.cmds:
+            for rule in cmd_rules:
+                hits += [(group, r, d) for r, d in rule(an, c)]
+        for rule in whole_rules:
+            hits += [(group, r, d) for r, d in rule(an)]
+    return hits
+
+
+def _verdict(hits: list) -> CommandVerdict:
+    seen, reasons, groups = set(), [], []
+    deny = any(d for _, _, d in hits)
+    for g, r, d in sorted(hits, key=lambda h: not h[2]):
+        line = f"{g}: {r}"
+        if line not in seen:
+            seen.add(line)
+            reasons.append(line)
+            if g not in groups:
+                groups.append(g)
+    return CommandVerdict("deny" if deny else "allow", bool(hits), reasons, tuple(groups))
+
+
+def check_command(command: str, disabled_groups: frozenset[str] | set[str] = frozenset()) -> CommandVerdict:
+    """Decide allow/deny for a shell command. Never raises."""
+    try:
+        if not isinstance(command, str) or not command.strip():
+            return CommandVerdict("deny", True, ["code_injection: empty command"], ("code_injection",))
+        if "\x00" in command:
+            return CommandVerdict("deny", True, ["code_injection: NUL byte in command"], ("code_injection",))
+        disabled = frozenset(disabled_groups or ())
+        an = _analyse(command)
+        hits = _evaluate(an, disabled)
+        if "unbalanced" in an.flags and not any(d for _, _, d in hits):
+            flat = re.sub(r"[\"'`\\]", " ", _normalize(command)[0])
+            extra = [h for h in _evaluate(_analyse(flat), disabled) if h[2]]
+            if extra:
+                hits.append((extra[0][0], "unparseable command with dangerous content: " + extra[0][1], True))
+        return _verdict(hits)
+    except Exception as exc:  # fail closed only when the text looks dangerous
+        danger = re.search(r"\b(rm|mkfs|dd|curl|wget|nc|bash|sh|eval|base64|sudo|chmod|python\d?|perl)\b|/dev/|>", str(command))
+        return CommandVerdict("deny" if danger else "allow", True, [f"code_injection: internal error ({type(exc).__name__})"], ("code_injection",))
+
+
+def extract_simple_commands(command: str) -> list[list[str]]:
+    """Every simple command that would run, after unquoting/expansion, with wrappers and sh -c/eval unwrapped."""
+    try:
+        if not isinstance(command, str) or "\x00" in command:
+            return []
+        an = _analyse(command)
+        tr = str.maketrans({U: "${?}", S: "$(?)", P: "/dev/fd/63"})
+        return [[a.translate(tr) for a in c.argv] for c in an.cmds if c.argv and c.code is None and c.name != "eval"]
+    except Exception:
+        return []
