@@ -160,9 +160,17 @@ _STATIC_GROUPS = _static_parts()
 _ANCHOR_ORDER = "c@pk_gwyxBAzSJGMONCKWZ/"
 
 
+def _head_order(h: str) -> int:
+    if h in _ANCHOR_ORDER:
+        return _ANCHOR_ORDER.find(h)
+    # dynamic-only heads: common characters first, rare ones last
+    r = _RARITY.find(h) if "_RARITY" in globals() else -1
+    return 1000 - r if r >= 0 else 5000
+
+
 def _compile(dyn: dict[str, str] | None = None) -> re.Pattern:
     heads = set(_STATIC_GROUPS) | set(dyn or ())
-    order = sorted(heads, key=lambda h: _ANCHOR_ORDER.find(h) if h in _ANCHOR_ORDER else 99)
+    order = sorted(heads, key=_head_order)
     alts = []
     for k, h in enumerate(order):
         rests = list(_STATIC_GROUPS.get(h, ()))
@@ -200,6 +208,7 @@ def _trie_regex(words: Iterable[str]) -> str:
 
 
 # Keyword back offsets depend on which keyword matched (password vs pwd).
+_URL_AUTH_RE = re.compile(r"[^\s/@?#\"'<>\[\]]*\Z")
 _PEM_END_RE = re.compile(r"-----END[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----")
 _PEM_TRUNC_RE = re.compile(
     r"[ \t]*(?:(?:\r?\n|\\r\\n|\\n)[ \t]*(?:[A-Za-z0-9+/=]{1,128}|(?:Proc-Type|DEK-Info|Comment|Version):[^\n\\]*)?)*"
@@ -362,8 +371,9 @@ def _anchor_gram(v: str) -> tuple[str, int]:
     for i in range(0, max(1, n - 3)):
         ch = v[i]
         r = _RANK.get(ch, -1)  # non-ASCII / unlisted chars: treat as rarest
+        r *= 2
         if ch not in _HEADS:
-            r += 1000  # prefer characters the static scan already anchors on
+            r += 1  # tie-break: prefer characters the static scan anchors on
         if best is None or r < best[0]:
             best = (r, i)
     i = best[1] if best else 0
@@ -387,11 +397,11 @@ def _forms(value: str) -> set[str]:
 class _Dyn:
     """Immutable snapshot: dynamic values + the combined compiled pattern.
 
-    Dynamic values are matched through a trie (as a regex alternation) of one
-    short gram per encoded form, merged into the static pattern so that a
-    single C-level scan finds both; candidates are verified with
-    ``str.startswith``.  If the pattern cannot be compiled (huge value sets)
-    a pyahocorasick automaton is used as a second linear pass instead.
+    Every encoded form is indexed by one short gram that starts at its
+    rarest character (a small trie root keeps pyahocorasick fast); a second
+    linear pass with the automaton finds grams, candidates are verified with
+    ``str.startswith``.  Without pyahocorasick the grams are merged into the
+    static regex as a trie alternation instead.
     """
 
     __slots__ = ("values", "forms", "table", "pattern", "dyn_re", "automaton")
@@ -414,21 +424,22 @@ class _Dyn:
             table.setdefault(gram, []).append((f, off))
         for lst in table.values():
             lst.sort(key=lambda t: -len(t[0]))
-        by_head: dict[str, list[str]] = {}
+        if ahocorasick is not None:
+            # measured: a second pyahocorasick pass is cheaper than merging
+            # ~5,000 grams into the static regex (every extra first
+            # character widens the regex prefilter's character set)
+            a = ahocorasick.Automaton()
+            for gram in table:
+                a.add_word(gram, gram)
+            a.make_automaton()
+            self.automaton = a
+            return
+        by_head: dict[str, list[str]] = {}  # pragma: no cover - fallback
         for gram in table:
             by_head.setdefault(gram[0], []).append(gram[1:])
-        try:
-            dyn_src = {h: _trie_regex(rests) for h, rests in by_head.items()}
-            self.pattern = _compile(dyn_src)
-            self.dyn_re = re.compile("|".join(re.escape(h) + src for h, src in dyn_src.items()))
-        except (RecursionError, re.error, OverflowError):  # pragma: no cover
-            self.pattern = _STATIC_RE
-            if ahocorasick is not None:
-                a = ahocorasick.Automaton()
-                for gram, lst in table.items():
-                    a.add_word(gram, gram)
-                a.make_automaton()
-                self.automaton = a
+        dyn_src = {h: _trie_regex(rests) for h, rests in by_head.items()}
+        self.pattern = _compile(dyn_src)
+        self.dyn_re = re.compile("|".join(re.escape(h) + src for h, src in dyn_src.items()))
 
     def verify(self, text: str, gstart: int, gram: str, out: list) -> bool:
         """Check the forms registered under ``gram`` (and its prefixes)."""
@@ -456,7 +467,7 @@ class _Dyn:
     def ac_spans(self, text: str, out: list) -> None:
         if self.automaton is None:
             return
-        for end, gram in self.automaton.iter(text):  # pragma: no cover
+        for end, gram in self.automaton.iter(text):
             self.verify(text, end - len(gram) + 1, gram, out)
 
 
@@ -545,9 +556,7 @@ class Scrubber:
         if not text:
             return text, 0
         dyn = self._dyn  # snapshot (copy-on-write)
-        spans = _static_spans(text)
-        if dyn.automaton is not None:
-            spans.extend(dyn.spans(text))
+        spans = _scan(text, dyn)
         if not spans:
             return text, 0
         spans.sort()
@@ -700,9 +709,11 @@ def _kv_spans(text: str, m: re.Match, g: str, cls: str, kstart: int, out: list) 
 _KV_GROUPS = {"ksecret": "secret", "ktoken": "token", "kkey": "key", "kpass": "pass"}
 
 
-def _static_spans(text: str) -> list[tuple[int, int]]:
+def _scan(text: str, dyn: "_Dyn") -> list[tuple[int, int]]:
+    """One pass of the combined pattern; returns spans to redact."""
     out: list[tuple[int, int]] = []
-    search = _STATIC_RE.search
+    search = dyn.pattern.search
+    has_dyn = dyn.dyn_re is not None
     pos = 0
     n = len(text)
     while pos < n:
@@ -710,15 +721,19 @@ def _static_spans(text: str) -> list[tuple[int, int]]:
         if m is None:
             break
         g, _, idx = m.lastgroup.rpartition("__")
-        if m.re.groups and idx:
-            m = _M(m, "__" + idx)
         s = m.start()
-        e = m.end()
-        ok = _handle(text, m, g, s, e, out)
-        if ok:
-            pos = ok if isinstance(ok, int) and ok is not True else e
+        if g == "dyn":
+            dyn.verify(text, s, m.group(), out)
         else:
-            pos = s + 1
+            _handle(text, _M(m, "__" + idx), g, s, m.end(), out)
+            if has_dyn:
+                dyn.at(text, s, out)
+        # continue right after the anchor: overlapping candidates (a dynamic
+        # value straddling a static match, nested tokens) are still seen;
+        # overlapping spans are merged afterwards.
+        pos = s + 1
+    if dyn.automaton is not None:
+        dyn.ac_spans(text, out)
     return out
 
 
@@ -764,10 +779,19 @@ def _handle(text: str, m: re.Match, g: str, s: int, e: int, out: list):
         return False
     st = s - _BACK.get(g, 0)
     if g == "url":
-        pw = m.group("urlp")
-        if _is_placeholder(pw) or pw.lower() in ("password", "pass", "passwd", "secret", "pwd", "token"):
+        # scheme://user:pass@host  -- find the scheme separator before '@'
+        i = text.rfind("://", max(0, s - 400), s)
+        if i < 0:
             return False
-        out.append(m.span("urlp"))
+        auth = text[i + 3:s]
+        c = auth.find(":")
+        if c < 0 or not _URL_AUTH_RE.match(auth):
+            return False
+        ps = i + 3 + c + 1
+        pw = text[ps:s]
+        if not pw or _is_placeholder(pw) or pw.lower() in ("password", "pass", "passwd", "secret", "pwd", "token"):
+            return False
+        out.append((ps, s))
         return True
     if g == "pem":
         em = _PEM_END_RE.search(text, e)
@@ -833,10 +857,11 @@ def _handle(text: str, m: re.Match, g: str, s: int, e: int, out: list):
             out.append(m.span("awssec"))
         return True
     if g == "tg":
-        j = s
+        c = s - 1  # the ':'
+        j = c
         while j > 0 and text[j - 1].isdigit():
             j -= 1
-        if not (8 <= s - j <= 10) or (j > 0 and (text[j - 1].isalnum() or text[j - 1] in "_-:.")):
+        if not (8 <= c - j <= 10) or (j > 0 and (text[j - 1].isalnum() or text[j - 1] in "_-:.")):
             return False
         out.append((j, e))
         return True

@@ -445,6 +445,8 @@ def _home_rel(p: str) -> str | None:
 
 
 def _secret(p: str) -> bool:
+    if any(ch.isspace() for ch in p):
+        return False
     p = p.lstrip("@<")
     if "=@" in p or "=<" in p:
         p = re.split(r"=[@<]", p, 1)[1]
@@ -942,13 +944,16 @@ class _An:
         """`echo 'ls' | sh`, `cat <<EOF | bash`: analyse the literal text the interpreter will run."""
         for u in self.cmds:
             if u.pipe == cmd.pipe and u.stage < cmd.stage:
+                texts = [t for op, t in u.redirs if op in ("<<", "<<<")] if u.name == "cat" else []
                 if u.name in ("echo", "printf"):
                     text = " ".join(a for a in u.args if a not in ("-n", "-e", "-E"))
-                    cmd.subs.extend(self.text(_unescape(text) if u.name == "printf" or "-e" in u.args else text, depth + 1))
-                elif u.name == "cat":
-                    for op, body in u.redirs:
-                        if op in ("<<", "<<<"):
-                            cmd.subs.extend(self.text(body, depth + 1))
+                    texts.append(_unescape(text) if u.name == "printf" or "-e" in u.args else text)
+                for text in texts:
+                    if cmd.name in SHELLS or _iname(cmd.name) in SHELLS or cmd.unknown:
+                        cmd.subs.extend(self.text(text, depth + 1))
+                    elif not cmd.icode:
+                        cmd.icode = text
+                        self._shell_outs(cmd, depth)
 
     def _find_exec(self, cmd: _Cmd, depth: int):
         args = cmd.args
@@ -1307,7 +1312,7 @@ def r_secret_read(an, c):
         return [("inline program reads secret files", True)]
     srcs = [t for op, t in c.redirs if op == "<"]
     if c.name in READERS or c.unknown:
-        srcs += c.args
+        srcs += [x for i, x in enumerate(c.args) if not (i and c.args[i - 1] in ("-i", "-F", "-o", "--identity-file"))]
     return [(f"reads secret {_show(s)}", True) for s in srcs if _secret(s)][:1]
 
 
@@ -1331,7 +1336,8 @@ def r_upload(an, c):
         data = [x for x in a if x.startswith(("--post-file", "--body-file")) or (x.startswith("--post-data") and S in x)]
     if data and _remote(c):
         return [(f"{nm} uploads {_show(data[0])} to a non-loopback host", True)]
-    if nm in NETCAT and _remote(c) and not ("z" in _shorts(a)) and (c.stage > 0 or any(op == "<" for op, _ in c.redirs)):
+    ups = [u for u in an.pipes.get(c.pipe, []) if u.stage < c.stage]
+    if nm in NETCAT and _remote(c) and not set(_shorts(a)) & set("zl") and (any(u.name not in ("echo", "printf") for u in ups) or any(op == "<" for op, _ in c.redirs)):
         return [(f"{nm} sends local data to a remote host", True)]
     return []
 
@@ -1384,7 +1390,7 @@ def r_revshell(an, c):
 def r_code_exec(an, c):
     out = []
     if c.unknown:
-        danger = [x for x in c.args if _critical(x) or _BLOCKDEV.match(x) or x in ("-rf", "-fr", "-Rf", "-rF", "--no-preserve-root", "-9") or "/dev/tcp" in x or _URL.match(x)]
+        danger = [x for x in c.args if _critical(x) or _BLOCKDEV.match(x) or re.fullmatch(r"-[rRf]{2,}|--no-preserve-root|--recursive", x) or "/dev/tcp" in x]
         if danger or c.indirect or any(_is_fetch(s) or _is_decoder(s) for s in c.subs):
             out.append((f"command name built from expansion ({_show(c.argv[0])}) with dangerous arguments", True))
         else:
@@ -1433,7 +1439,7 @@ def r_priv(an, c):
 def r_env_inject(an, c):
     out = []
     for k, v in c.assigns.items():
-        if k in DANGER_ENV or k.startswith("BASH_FUNC_") or (k == "NODE_OPTIONS" and re.search(r"(^|\s)(-r|--require|--import|--loader|--experimental-loader)", v)) or (k == "PS4" and (S in v or U in v)):
+        if (k in DANGER_ENV and (k != "ENV" or c.name in SHELLS)) or k.startswith("BASH_FUNC_") or (k == "NODE_OPTIONS" and re.search(r"(^|\s)(-r|--require|--import|--loader|--experimental-loader)", v)) or (k == "PS4" and (S in v or U in v)):
             out.append((f"sets {k}", True))
     if c.name == "git":
         for i, x in enumerate(c.args):
@@ -1442,7 +1448,7 @@ def r_env_inject(an, c):
                 out.append((f"git -c {kv.split('=', 1)[0]} runs a command", True))
         if c.args[:1] == ["config"]:
             key = next((x for x in c.args[1:] if not x.startswith("-")), "")
-            if GIT_BAD_KEYS.match(key) and len(_operands(c.args[1:])) >= 2:
+            if GIT_BAD_KEYS.match(key) and len(_operands(c.args[1:])) >= 2 and not key.lower().endswith(("editor", "pager")):
                 out.append((f"git config {key} installs a command hook", True))
     out += [(f"writes {_show(t)}", True) for t in _writes(c) if _npath(t).startswith("/etc/ld.so")]
     return out
@@ -1726,7 +1732,7 @@ def _verdict(hits: list) -> CommandVerdict:
             reasons.append(line)
             if g not in groups:
                 groups.append(g)
-    return CommandVerdict("deny" if deny else "allow", bool(hits), reasons, tuple(groups))
+    return CommandVerdict("deny" if deny else "allow", any(not d for _, _, d in hits), reasons, tuple(groups))
 
 
 def check_command(command: str, disabled_groups: frozenset[str] | set[str] = frozenset()) -> CommandVerdict:
