@@ -154,7 +154,15 @@ def main() -> int:
 
     rng = random.Random(99)
     text = build_corpus(args.mb)
-    dyn = [f"dyn-{i}-{_rand(rng, ALNUM, 24)}" for i in range(args.dynamic)]
+    # realistic injected secrets: random tokens / passwords of mixed shapes
+    shapes = [
+        lambda: _rand(rng, ALNUM, rng.randint(16, 48)),
+        lambda: _rand(rng, ALNUM + "!@#%^&*-_=+", rng.randint(10, 24)),
+        lambda: _hex(rng, 32),
+        lambda: str(uuid.UUID(int=rng.getrandbits(128))),
+        lambda: rng.choice(["sk-", "xoxb-", "ghp_", "key-"]) + _rand(rng, ALNUM, 36),
+    ]
+    dyn = [rng.choice(shapes)() for _ in range(args.dynamic)]
     planted = [
         dyn[0],
         dyn[-1],

@@ -1,5 +1,7 @@
 from rest_framework import serializers
 
+from goclaw.errors import ValidationError
+
 from tools_app.models import Agent, ToolInvocation
 
 
@@ -7,6 +9,13 @@ class AgentSerializer(serializers.ModelSerializer):
     class Meta:
         model = Agent
         fields = ["key", "display_name", "agent_type", "provider", "model", "enabled", "created_at", "updated_at"]
+
+
+def agent_public(agent: Agent) -> dict:
+    """AgentSerializer's output without DRF's per-request field construction (hot path)."""
+    return {"key": agent.key, "display_name": agent.display_name, "agent_type": agent.agent_type,
+            "provider": agent.provider, "model": agent.model, "enabled": agent.enabled,
+            "created_at": agent.created_at, "updated_at": agent.updated_at}
 
 
 class ToolDefinitionSerializer(serializers.Serializer):
@@ -37,6 +46,54 @@ class ExecuteRequestSerializer(serializers.Serializer):
     arguments = serializers.JSONField(required=False, default=dict)
     context = CallContextSerializer(required=False)
     agent = serializers.SlugField(required=False, help_text="staff only: the agent to act as")
+
+
+_CONTEXT_STRINGS = {"user_id": 255, "session_key": 255, "channel": 64, "chat_id": 255, "peer_kind": 32, "provider": 64}
+
+
+def parse_execute_request(data) -> dict:
+    """Validate an execute body as ExecuteRequestSerializer documents it, without building DRF fields
+    on every call (this endpoint is the hot path). Errors use DRF's {field: [messages]} shape."""
+    errors: dict = {}
+    if not isinstance(data, dict):
+        raise ValidationError("invalid request", code="invalid_request", details={"non_field_errors": ["expected a JSON object"]})
+    tool = data.get("tool")
+    if not isinstance(tool, str) or not tool.strip():
+        errors["tool"] = ["This field is required." if tool is None else "Must be a non-empty string."]
+    elif len(tool) > 200:
+        errors["tool"] = ["Ensure this field has no more than 200 characters."]
+    agent = data.get("agent")
+    if agent is not None and (not isinstance(agent, str) or not agent):
+        errors["agent"] = ["Must be an agent key."]
+    raw_ctx = data.get("context") or {}
+    context: dict = {name: "" for name in _CONTEXT_STRINGS} | {"subagent_depth": 0, "allow": None}
+    ctx_errors: dict = {}
+    if not isinstance(raw_ctx, dict):
+        errors["context"] = ["Must be an object."]
+        raw_ctx = {}
+    for name, value in raw_ctx.items():
+        if name in _CONTEXT_STRINGS:
+            if not isinstance(value, (str, int)) or isinstance(value, bool) or len(str(value)) > _CONTEXT_STRINGS[name]:
+                ctx_errors[name] = [f"Must be a string of at most {_CONTEXT_STRINGS[name]} characters."]
+            else:
+                context[name] = str(value)
+        elif name == "subagent_depth":
+            if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 16:
+                ctx_errors[name] = ["Must be an integer from 0 to 16."]
+            else:
+                context[name] = value
+        elif name == "allow":
+            if value is not None and (not isinstance(value, list) or not all(isinstance(v, str) and len(v) <= 200 for v in value)):
+                ctx_errors[name] = ["Must be a list of tool or group names."]
+            else:
+                context[name] = value
+        else:
+            ctx_errors[name] = ["Unknown context field."]
+    if ctx_errors:
+        errors["context"] = ctx_errors
+    if errors:
+        raise ValidationError("invalid request", code="invalid_request", details=errors)
+    return {"tool": tool.strip(), "arguments": data.get("arguments", {}), "context": context, "agent": agent}
 
 
 class ExecuteResponseSerializer(serializers.Serializer):

@@ -45,7 +45,7 @@ class AgentMeView(APIView):
         agent = agent_of(request)
         if agent is None:
             raise PermissionDenied("this endpoint needs an agent token")
-        return Response(s.AgentSerializer(agent).data)
+        return Response(s.agent_public(agent))
 
 
 class ToolCatalogView(APIView):
@@ -78,9 +78,9 @@ class ToolExecuteView(APIView):
                    description="HTTP 200 for every outcome the model should see (ok, error, denied, rate_limited, "
                                "invalid_arguments, timeout); 4xx only for transport problems.")
     def post(self, request):
-        data = _validated(s.ExecuteRequestSerializer, request.data)
+        data = s.parse_execute_request(request.data)
         agent = _acting_agent(request, data.get("agent"))
-        ctx = data.get("context") or _validated(s.CallContextSerializer, {})
+        ctx = data["context"]
         call = pipeline.ToolCall(
             agent=agent, tool=data["tool"], arguments=data["arguments"], user_id=ctx["user_id"],
             session_key=ctx["session_key"], channel=ctx["channel"], chat_id=ctx["chat_id"], peer_kind=ctx["peer_kind"],

@@ -51,7 +51,9 @@ _T = "A-Za-z0-9_-"  # token alphabet (base64url-ish)
 _KV_TAIL = (
     r"(?P<{n}suf>[A-Za-z0-9_.-]{{0,40}})(?P<{n}q>[\"']?)"
     r"(?:[ \t]*(?:=>|:=|[:=])[ \t]*|(?P<{n}ws>[ \t]+)(?=[^\s\"']*[0-9A-Z]))"
-    r"(?P<{n}v>\"(?:[^\"\\\n]|\\.){{1,512}}\"|'[^'\n]{{1,512}}'|[^\s\"'`,;&<>(){{}}\[\]]{{1,512}})"
+    # values shorter than 6 chars and unquoted values followed by "(" or "["
+    # (function calls, subscripts) are rejected inside the regex engine
+    r"(?P<{n}v>\"(?:[^\"\\\n]|\\.){{6,512}}\"|'[^'\n]{{6,512}}'|(?>[^\s\"'`,;&<>(){{}}\[\]]{{6,512}})(?![(\[]))"
 )
 
 
@@ -73,12 +75,14 @@ _ALTS: list[tuple[str, str, int]] = [
     ("sk", rf"k(?<=sk)-[{_T}]{{20,}}", 1),
     ("stripe", r"k(?<=[sprSPR]k)_(?:live|test)_[A-Za-z0-9]{10,}", 1),
     ("mailgun", r"key-[0-9a-zA-Z]{32}(?![0-9A-Za-z])", 0),
-    ("slackhook", r"k(?<=hoo)s\.slack\.com/(?:services|workflows|triggers)/(?P<slackhookv>[A-Za-z0-9_/-]{10,})", 3),
+    ("slackhook", r"k(?<=hook)s\.slack\.com/(?:services|workflows|triggers)/(?P<slackhookv>[A-Za-z0-9_/-]{10,})", 3),
     ("ktoken", r"[kK](?<=(?i:to)[kK])(?i:en)" + _kv("ktoken"), 2),
     ("kcookie", r"[kK](?<=(?i:coo)[kK])(?i:ie)(?P<kcookiev>[ \t]*:[ \t]*[^\n]{1,4096})", 3),
     ("kkey", r"[kK](?i:ey)" + _kv("kkey"), 0),
     # ---- 'w' / 'W' : password / passwd / pwd ------------------------------
     ("kpass", r"[wW](?:(?<=(?i:passw))(?i:ord|d)|(?<=(?i:pw))(?i:d))" + _kv("kpass"), -1),
+    # bare "pass" as the end of a key name (DB_PASS=, dbPass:, --pass)
+    ("kpass2", r"[pP](?i:ass)(?![wW])" + _kv("kpass2"), 0),
     # ---- 'z' / 'Z' : authorization ----------------------------------------
     (
         "kauthz",
@@ -89,7 +93,7 @@ _ALTS: list[tuple[str, str, int]] = [
     ),
     # ---- 'B' : Bearer, PEM -------------------------------------------------
     ("bearer", r"B(?:earer|EARER)[ \t]+(?P<bearerv>[A-Za-z0-9._~+/=-]{8,4096})", 0),
-    ("pem", r"B(?<=-----B)EGIN[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----", 6),
+    ("pem", r"B(?<=-----B)EGIN[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----", 5),
     # ---- 'g' -------------------------------------------------------------
     ("gh", r"_(?<=gh[pousr]_)[A-Za-z0-9]{36,255}(?![A-Za-z0-9])", 3),
     ("ghpat", r"_(?<=github_pat_)[A-Za-z0-9_]{50,255}", 10),
@@ -208,6 +212,9 @@ def _trie_regex(words: Iterable[str]) -> str:
 
 
 # Keyword back offsets depend on which keyword matched (password vs pwd).
+_AUTH_SCHEMES = frozenset(
+    "bearer basic token bot jwt apikey api-key key sso-key negotiate ntlm digest aws4-hmac-sha256 hmac oauth".split()
+)
 _URL_AUTH_RE = re.compile(r"[^\s/@?#\"'<>\[\]]*\Z")
 _PEM_END_RE = re.compile(r"-----END[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----")
 _PEM_TRUNC_RE = re.compile(
@@ -260,7 +267,7 @@ _WORDY_RE = re.compile(r"[A-Za-z]+(?:[_\-. ][A-Za-z]+)*\Z")
 _SEGMENTED_WORDS_RE = re.compile(r"[A-Za-z]+[0-9]{0,2}(?:[_\-.][A-Za-z]+[0-9]{0,2})+\Z")
 _EMAIL_RE = re.compile(r"[^@\s]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+\Z")
 _NUMBERISH_RE = re.compile(r"[0-9][0-9.,:_+-]*\Z")
-_CAMEL_TYPE_RE = re.compile(r"[A-Z][a-z]+(?:[A-Z][a-z0-9]*)+\Z")
+_CAMEL_TYPE_RE = re.compile(r"[A-Z][a-z]+(?:[A-Z][a-z]+)+[0-9]?\Z")
 _MASK_RE = re.compile(r"([*xX•#.\-_?])\1{2,}\Z|\*+.*|.*\*{3,}.*")
 _PATH_RE = re.compile(r"(?:/|~/|\./|\.\./|[A-Za-z]:\\|\\\\)")
 
@@ -364,33 +371,53 @@ _HEADS = frozenset(_STATIC_GROUPS)
 _GRAM = 8
 
 
-def _anchor_gram(v: str) -> tuple[str, int]:
-    """Pick a short gram of ``v`` that starts with a rare character."""
+def _anchor_gram(v: str, chosen: list[str] | tuple = ()) -> tuple[str, int]:
+    """Pick a short gram of ``v`` that starts with a rare character,
+    preferring characters already used as gram starts (``chosen``)."""
     n = len(v)
     best = None
     for i in range(0, max(1, n - 3)):
         ch = v[i]
         r = _RANK.get(ch, -1)  # non-ASCII / unlisted chars: treat as rarest
-        r *= 2
-        if ch not in _HEADS:
-            r += 1  # tie-break: prefer characters the static scan anchors on
+        if ch not in chosen:
+            r += 1000
         if best is None or r < best[0]:
             best = (r, i)
     i = best[1] if best else 0
     return v[i:i + _GRAM], i
 
 
+def _cover_chars(forms: Iterable[str]) -> frozenset:
+    """Greedy set cover: few, rare characters such that every form contains
+    one of them (at a position leaving >= 4 characters)."""
+    elig = {}
+    for f in forms:
+        elig[f] = set(f[: max(1, len(f) - 3)])
+    chosen: set[str] = set()
+    remaining = set(elig)
+    while remaining:
+        cov: dict[str, int] = {}
+        for f in remaining:
+            for ch in elig[f]:
+                cov[ch] = cov.get(ch, 0) + 1
+        best = max(cov, key=lambda ch: cov[ch] * (1.0 - 0.6 * _RANK.get(ch, 0) / len(_RARITY)))
+        chosen.add(best)
+        remaining = {f for f in remaining if best not in elig[f]}
+    return frozenset(chosen)
+
+
 def _forms(value: str) -> set[str]:
+    """The value plus its base64 (std/urlsafe, padding not required),
+    URL-encoded (quote/quote_plus) and hex (lower/upper) encodings."""
     out = {value}
     raw = value.encode("utf-8")
-    b64 = base64.b64encode(raw).decode()
-    out.add(b64)
-    out.add(b64.rstrip("="))
+    out.add(base64.b64encode(raw).decode().rstrip("="))
     out.add(base64.urlsafe_b64encode(raw).decode().rstrip("="))
     out.add(urllib.parse.quote(value, safe=""))
     out.add(urllib.parse.quote_plus(value))
-    out.add(raw.hex())
-    out.add(raw.hex().upper())
+    h = raw.hex()
+    out.add(h)
+    out.add(h.upper())
     return out
 
 
@@ -419,8 +446,12 @@ class _Dyn:
         if not forms:
             return
         table = self.table
+        # pyahocorasick searches a node's children linearly, so the scan speed
+        # depends on how many distinct first characters the grams have: pick
+        # grams greedily from a small set of rare characters (set cover).
+        chosen = _cover_chars(forms)
         for f in forms:
-            gram, off = _anchor_gram(f)
+            gram, off = _anchor_gram(f, chosen)
             table.setdefault(gram, []).append((f, off))
         for lst in table.values():
             lst.sort(key=lambda t: -len(t[0]))
@@ -706,7 +737,7 @@ def _kv_spans(text: str, m: re.Match, g: str, cls: str, kstart: int, out: list) 
     return True
 
 
-_KV_GROUPS = {"ksecret": "secret", "ktoken": "token", "kkey": "key", "kpass": "pass"}
+_KV_GROUPS = {"ksecret": "secret", "ktoken": "token", "kkey": "key", "kpass": "pass", "kpass2": "pass"}
 
 
 def _scan(text: str, dyn: "_Dyn") -> list[tuple[int, int]]:
@@ -774,6 +805,11 @@ def _handle(text: str, m: re.Match, g: str, s: int, e: int, out: list):
             kstart = s - 4 if text[s - 4:s].lower() == "pass" else s - 1
         else:
             kstart = s - _BACK[g]
+        if g == "kpass2" and kstart > 0:
+            prev = text[kstart - 1]
+            # allowed: DB_PASS, PGPASS, dbPass; rejected: bypass, compass
+            if prev.isalpha() and not text[kstart].isupper():
+                return False
         if _kv_spans(text, m, g, cls, kstart, out):
             return True
         return False
@@ -808,7 +844,7 @@ def _handle(text: str, m: re.Match, g: str, s: int, e: int, out: list):
             return False
         vs, ve = m.span("kauthzv")
         scheme = (m.group("kauthzs") or "").strip().lower()
-        if not scheme and v.lower() in _STOPWORDS:
+        if not scheme and (v.lower() in _STOPWORDS or v.lower() in _AUTH_SCHEMES):
             return False
         if scheme in ("digest", "aws4-hmac-sha256", "hmac", "oauth"):
             nl = text.find("\n", vs)

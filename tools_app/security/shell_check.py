@@ -312,6 +312,7 @@ class _Cmd:
     bg: bool = False
     depth: int = 0
     wrappers: list = field(default_factory=list)
+    wrapped: list = field(default_factory=list)  # full argv of each unwrapped wrapper (sudo -u x ...)
     subs: list = field(default_factory=list)   # commands inside $(..)/`..` of this command's words
     procs: list = field(default_factory=list)  # (direction, [commands]) of <(..)/>(..)
     code: list | None = None                   # inner commands of sh -c / eval / su -c / ssh host cmd
@@ -906,6 +907,7 @@ class _An:
                 break
             kind, val = res
             cmd.wrappers.append(nm)
+            cmd.wrapped.append(list(cmd.argv))
             if len(cmd.wrappers) > MAX_DEPTH:
                 self.hit("code_injection", "too many nested wrappers")
                 break
@@ -1471,11 +1473,14 @@ def r_container(an, c):
                     out.append((f"mounts host path {src} into a container", True))
     if nm == "kubectl" and re.search(r"privileged\"?\s*:\s*true|hostPID|hostPath|--privileged", " ".join(a)):
         out.append(("kubectl privileged/host pod", True))
-    if nm == "nsenter" and ("-t" in a and "1" in a or any(x in ("--target=1", "-t1") for x in a)):
-        out.append(("nsenter into PID 1 namespaces", True))
-    for t in _writes(c) + [x for x in a if "release_agent" in x or "/proc/1/root" in x]:
+    for w in [x for x in c.wrapped + [c.argv] if x]:
+        if _base(w[0]) == "nsenter" and re.search(r"(^|\s)(-t\s*1|--target[= ]1)(\s|$)", " ".join(w[1:])):
+            out.append(("nsenter into PID 1 namespaces", True))
+    if any("/proc/1/root" in x for x in a + [t for _, t in c.redirs]):
+        out.append(("reaches the host filesystem via /proc/1/root", True))
+    for t in _writes(c) + [x for x in a if "release_agent" in x]:
         n = _npath(t)
-        if n.startswith(("/proc/sys/", "/sys/kernel/", "/sys/fs/cgroup")) or "release_agent" in n or "notify_on_release" in n or n.startswith("/proc/1/root"):
+        if n.startswith(("/proc/sys/", "/sys/kernel/", "/sys/fs/cgroup")) or "release_agent" in n or "notify_on_release" in n:
             out.append((f"writes kernel/cgroup control file {_show(t)}", True))
             break
     return out

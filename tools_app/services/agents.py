@@ -11,7 +11,7 @@ from typing import Any
 import jsonschema
 from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from goclaw.errors import NotFound, ValidationError
@@ -102,13 +102,38 @@ def token_revoke(*, token: AgentToken) -> AgentToken:
     return token
 
 
+_TOKEN_LOOKUP_SQL = None
+
+
+def _token_lookup(prefix: str) -> AgentToken | None:
+    """Token + agent in one query. Every API call does this, so the SQL is compiled once, not per request."""
+    global _TOKEN_LOOKUP_SQL
+    if _TOKEN_LOOKUP_SQL is None:
+        token_cols = [f.column for f in AgentToken._meta.concrete_fields]
+        agent_cols = [f.column for f in Agent._meta.concrete_fields]
+        _TOKEN_LOOKUP_SQL = (
+            "SELECT " + ", ".join([f"t.{c}" for c in token_cols] + [f"a.{c}" for c in agent_cols])
+            + f" FROM {AgentToken._meta.db_table} t JOIN {Agent._meta.db_table} a ON a.id = t.agent_id WHERE t.prefix = %s",
+            len(token_cols),
+        )
+    sql, split = _TOKEN_LOOKUP_SQL
+    with connection.cursor() as cur:
+        cur.execute(sql, [prefix])
+        row = cur.fetchone()
+    if row is None:
+        return None
+    token = AgentToken.from_db("default", [f.attname for f in AgentToken._meta.concrete_fields], row[:split])
+    token.agent = Agent.from_db("default", [f.attname for f in Agent._meta.concrete_fields], row[split:])
+    return token
+
+
 def token_authenticate(raw: str) -> AgentToken | None:
     """The active token for `raw` (with its agent loaded), or None: unknown, malformed, expired,
     revoked or belonging to a disabled agent. Comparison of hashes is constant-time."""
     parts = raw.split("_", 2)
     if len(parts) != 3 or parts[0] != TOKEN_PREFIX or not parts[1] or len(raw) > 200:
         return None
-    token = AgentToken.objects.select_related("agent").filter(prefix=parts[1]).first()
+    token = _token_lookup(parts[1])
     if token is None or not hmac.compare_digest(token.token_hash, _hash(raw)):
         return None
     if not token.is_active or not token.agent.enabled:

