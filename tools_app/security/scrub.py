@@ -290,14 +290,16 @@ def _is_placeholder(v: str) -> bool:
     if not v:
         return True
     c = v[0]
-    if c in "$%<{[(*!@#" and not (c in "!@#" and len(v) >= 8 and not v[1:2].isalpha()):
+    if c in "$%<{[(*":
         # $VAR ${VAR} %(x)s %VAR% <your-token> {{ x }} [REDACTED] (hidden) ***
-        if c in "!@#":
-            return True
         return True
+    if c in "!@#" and (len(v) < 8 or v[1:2].isalpha()):
+        return True  # !vault, @Value, #comment (but "!2fA9x..." may be a password)
     low = v.lower()
-    if low in _STOPWORDS or "redacted" in low or "your" in low and ("-" in v or "_" in v or " " in v):
+    if low in _STOPWORDS or "redacted" in low:
         return True
+    if "your" in low and ("-" in v or "_" in v or " " in v):
+        return True  # your-api-key-here, YOUR_TOKEN
     if _MASK_RE.match(v):
         return True
     if low.startswith(("changeit-", "replace", "insert", "enter-", "example", "<")):
@@ -505,13 +507,6 @@ class _Dyn:
 # ---------------------------------------------------------------------------
 # Scrubber
 # ---------------------------------------------------------------------------
-_SENSITIVE_DATA_KEYS = (
-    "password", "passwd", "passphrase", "pwd", "secret", "token", "apikey", "api_key",
-    "accesskey", "access_key", "privatekey", "private_key", "clientsecret", "client_secret",
-    "authorization", "auth", "credential", "credentials", "cookie", "session", "sessionid",
-    "session_id", "set-cookie", "x-api-key", "api-key", "bearer", "signature", "dsn",
-    "connection_string", "connectionstring", "conn_str", "secret_key", "private",
-)
 _DATA_KEY_RE = re.compile(
     r"(?i)(pass(?:word|wd|phrase)?|pwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|"
     r"client[_-]?secret|authorization|auth|credentials?|cookie|session(?:[_-]?id|[_-]?key)?|"
@@ -532,9 +527,10 @@ def _data_key_sensitive(key: str) -> bool:
     if _DATA_KEY_NONSECRET.search(key):
         return False
     kl = key.lower()
-    # 'auth' must be a whole segment (author, oauth_provider... are fine)
+    # short words must be a whole segment (author, oauth_provider, passenger,
+    # bypass... are fine)
     word = m.group(1).lower()
-    if word == "auth":
+    if word in ("auth", "pass", "pwd"):
         s, e = m.span(1)
         before = key[s - 1:s]
         after = key[e:e + 1]

@@ -122,9 +122,17 @@ def _token_lookup(prefix: str) -> AgentToken | None:
         row = cur.fetchone()
     if row is None:
         return None
-    token = AgentToken.from_db("default", [f.attname for f in AgentToken._meta.concrete_fields], row[:split])
-    token.agent = Agent.from_db("default", [f.attname for f in Agent._meta.concrete_fields], row[split:])
+    token = _from_row(AgentToken, row[:split])
+    token.agent = _from_row(Agent, row[split:])
     return token
+
+
+def _from_row(model, values):
+    """A model instance from raw column values, applying field converters (e.g. JSON text -> dict)."""
+    fields = model._meta.concrete_fields
+    converted = [f.from_db_value(v, None, connection) if v is not None and hasattr(f, "from_db_value") else v
+                 for f, v in zip(fields, values)]
+    return model.from_db("default", [f.attname for f in fields], converted)
 
 
 def token_authenticate(raw: str) -> AgentToken | None:
