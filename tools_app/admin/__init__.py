@@ -1,0 +1,2 @@
+"""Admin screens for tools_app, one module per area (registered on import)."""
+from tools_app.admin import agents  # noqa: F401
