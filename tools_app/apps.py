@@ -10,3 +10,7 @@ class ToolsAppConfig(AppConfig):
         from tools_app.registry import registry
 
         register_builtin_tools(registry)
+
+        from tools_app import signals
+
+        signals.connect()

@@ -29,6 +29,8 @@ class ToolContext:
     provider: str = ""
     # Per-agent settings resolved once per call (e.g. denied paths, exec timeouts, deny groups).
     settings: dict[str, Any] = field(default_factory=dict)
+    # The tool names the policy engine allows for this call (resolved once, cached across calls).
+    catalog: frozenset[str] = frozenset()
 
     def replace(self, **changes: Any) -> "ToolContext":
         return dataclasses.replace(self, **changes)

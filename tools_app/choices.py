@@ -14,3 +14,13 @@ class InvocationStatus(models.TextChoices):
     INVALID = "invalid_arguments"
     TIMEOUT = "timeout"
     PENDING_APPROVAL = "pending_approval"
+
+
+class PolicyScope(models.TextChoices):
+    GLOBAL = "global", "Global"
+    PROVIDER = "provider", "Provider override"
+    AGENT = "agent", "Agent"
+    AGENT_PROVIDER = "agent_provider", "Agent + provider"
+    GROUP = "group", "Channel / group chat"
+    SUBAGENT = "subagent", "Subagents (depth > 0)"
+    LEAF = "leaf", "Leaf subagents (max depth)"

@@ -131,20 +131,16 @@ class SecurityFilterHook(PreHook):
 
 
 class AccessControlHook(PreHook):
-    """Priority 20: the agent's own allowed/denied tool lists (`tools_allow`/`tools_deny`); deny wins."""
+    """Priority 20: the tool must be in the catalog the policy engine resolved for this call (agent,
+    provider, channel, subagent depth, per-request allow list; deny wins). The same resolution decides
+    what `GET /api/v1/tools` shows, so a hidden tool can never be run."""
 
     name = "access_control"
     priority = 20
 
     def before(self, ctx, tool, args):
-        from tools_app.registry import registry
-
-        deny = ctx.settings.get("tools_deny") or ()
-        if deny and tool.name in registry.expand(deny):
-            return HookResult.block(f"tool {tool.name} is denied for agent {ctx.agent_key}")
-        allow = ctx.settings.get("tools_allow") or ()
-        if allow and tool.name not in registry.expand(allow):
-            return HookResult.block(f"tool {tool.name} is not in the allowed tools of agent {ctx.agent_key}")
+        if tool.name not in ctx.catalog:
+            return HookResult.block(f"tool {tool.name} is not available to agent {ctx.agent_key}")
         return CONTINUE
 
 

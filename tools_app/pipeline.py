@@ -28,6 +28,8 @@ from tools_app.choices import AgentType
 from tools_app.choices import InvocationStatus as S
 from tools_app.hooks import hooks
 from tools_app.models import Agent, StoredToolOutput, ToolInvocation
+from tools_app.policy import PolicyInput
+from tools_app.policy import resolve as policy_resolve
 from tools_app.ratelimit import rate_limit_allow
 from tools_app.registry import ToolRegistry, registry
 
@@ -118,29 +120,33 @@ def agent_settings(agent: Agent) -> dict[str, Any]:
     }
 
 
-def build_context(call: ToolCall) -> ToolContext:
+def policy_input(call: ToolCall) -> PolicyInput:
+    return PolicyInput(agent=call.agent, user_id=call.user_id, provider=call.provider, channel=call.channel,
+                       chat_id=call.chat_id, depth=call.subagent_depth,
+                       request_allow=tuple(call.request_allow) if call.request_allow is not None else None)
+
+
+def build_context(call: ToolCall, reg: ToolRegistry = registry) -> ToolContext:
     return ToolContext(
         agent_key=call.agent.key, agent_id=call.agent.pk, user_id=call.user_id, channel=call.channel,
         chat_id=call.chat_id, peer_kind=call.peer_kind, session_key=call.session_key,
         sandbox_key=call.session_key or call.agent.key, workspace=workspace_for(call.agent, call.user_id),
         subagent_depth=call.subagent_depth, request_id=call.request_id or uuid.uuid4().hex,
         provider=call.provider or call.agent.provider, settings=agent_settings(call.agent),
+        catalog=catalog_for(call, reg),
     )
 
 
 # --- steps --------------------------------------------------------------------------------------------
-def catalog_for(call: ToolCall, reg: ToolRegistry = registry) -> set[str]:
-    """The tool names this call may see. The policy engine refines this; the catalog endpoint and the
-    execution check both come from here."""
-    names = set(reg.names())
-    if call.request_allow is not None:
-        names &= reg.expand(call.request_allow)
-    return names
+def catalog_for(call: ToolCall, reg: ToolRegistry = registry) -> frozenset[str]:
+    """The tool names this call may see: the catalog endpoint and the execution check both come from here."""
+    return policy_resolve(policy_input(call), reg)
 
 
-def resolve_tool(call: ToolCall, reg: ToolRegistry = registry) -> Tool | None:
-    tool = reg.get(call.tool)
-    if tool is None or tool.name not in catalog_for(call, reg):
+def resolve_tool(name: str, ctx: ToolContext, reg: ToolRegistry = registry) -> Tool | None:
+    """The tool behind `name` (or an alias) if the policy lets this call use it."""
+    tool = reg.get(name)
+    if tool is None or tool.name not in ctx.catalog:
         return None
     return tool
 
@@ -252,7 +258,7 @@ def record(ctx: ToolContext, call: ToolCall, tool_name: str, args: Any, outcome:
 def execute(call: ToolCall, reg: ToolRegistry = registry) -> Outcome:
     """Run one tool call through every step and return what the model should see."""
     started = time.perf_counter()
-    ctx = build_context(call)
+    ctx = build_context(call, reg)
     outcome, tool_name, args, error = _execute_steps(call, ctx, reg)
     outcome.duration_ms = (time.perf_counter() - started) * 1000
     record(ctx, call, tool_name, args, outcome, error)
@@ -264,7 +270,7 @@ def _refusal(status: str, message: str, observations: list[str] | None = None) -
 
 
 def _execute_steps(call: ToolCall, ctx: ToolContext, reg: ToolRegistry) -> tuple[Outcome, str, Any, str]:
-    tool = resolve_tool(call, reg)
+    tool = resolve_tool(call.tool, ctx, reg)
     if tool is None:
         msg = f"tool {call.tool} is not available to this agent"
         return _refusal(S.DENIED, msg), call.tool, call.arguments, msg

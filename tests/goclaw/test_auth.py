@@ -102,8 +102,8 @@ def test_issue_token_command_for_unknown_agent_fails_cleanly(db):
 def test_authenticated_agent_carries_its_decoded_configuration(db):
     from tools_app.services.agents import token_authenticate
 
-    agent = make_agent(other_config={"rate_limit_per_hour": 7, "tools_deny": ["exec"]})
+    agent = make_agent(other_config={"rate_limit_per_hour": 7, "denied_paths": ["secret/"]})
     _, plain = token_issue(agent=agent)
     loaded = token_authenticate(plain).agent
-    assert loaded.other_config == {"rate_limit_per_hour": 7, "tools_deny": ["exec"]}
+    assert loaded.other_config == {"rate_limit_per_hour": 7, "denied_paths": ["secret/"]}
     assert loaded.created_at == agent.created_at and loaded.pk == agent.pk

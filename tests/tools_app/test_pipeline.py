@@ -186,7 +186,10 @@ def test_failing_post_hook_never_changes_the_result(agent, reg):
 
 
 def test_agent_deny_list_beats_its_allow_list(reg):
-    agent = make_agent(other_config={"tools_allow": ["group:test", "datetime"], "tools_deny": ["echo"]})
+    from tools_app.models import ToolPolicy
+
+    agent = make_agent()
+    ToolPolicy.objects.create(scope="agent", agent=agent, allow=["group:test", "datetime"], deny=["echo"])
     assert pipeline.execute(call(agent, "echo", {"text": "x"}), reg).status == "denied"
     assert pipeline.execute(call(agent, "datetime"), reg).status == "ok"
     assert pipeline.execute(call(agent, "read_file", {"path": "x"}), reg).status == "denied"

@@ -1,2 +1,3 @@
 """Admin screens for tools_app, one module per area (registered on import)."""
 from tools_app.admin import agents  # noqa: F401
+from tools_app.admin import policy  # noqa: F401,E402

@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 from django.contrib import admin, messages
+from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
+from django.urls import path
 
 from tools_app.models import Agent, AgentToken, StoredToolOutput, ToolInvocation
+from tools_app.policy import PolicyInput, explain
 from tools_app.services.agents import token_issue, token_revoke
 
 
@@ -26,6 +29,24 @@ class AgentAdmin(admin.ModelAdmin):
     search_fields = ["key", "display_name"]
     inlines = [AgentTokenInline]
     actions = ["issue_token"]
+    change_form_template = "admin/tools_app/agent_change_form.html"
+
+    def get_urls(self):
+        return [path("<int:agent_id>/explain/", self.admin_site.admin_view(self.explain_view), name="tools_app_agent_explain"),
+                *super().get_urls()]
+
+    def explain_view(self, request, agent_id: int):
+        """Which tools this agent ends up with, and which policy step decided each one."""
+        agent = get_object_or_404(Agent, pk=agent_id)
+        try:
+            depth = max(0, min(16, int(request.GET.get("depth") or 0)))
+        except ValueError:
+            depth = 0
+        inp = PolicyInput(agent=agent, user_id=request.GET.get("user_id", ""), provider=request.GET.get("provider", ""),
+                          channel=request.GET.get("channel", ""), chat_id=request.GET.get("chat_id", ""), depth=depth)
+        context = {**self.admin_site.each_context(request), "opts": self.model._meta, "original": agent,
+                   "title": f"Tool policy for {agent.key}", "explanation": explain(inp), "query": request.GET}
+        return TemplateResponse(request, "admin/tools_app/agent_explain.html", context)
 
     @admin.action(description="Issue a new API token (shown once)")
     def issue_token(self, request, queryset):

@@ -29,6 +29,31 @@ class ToolCatalogSerializer(serializers.Serializer):
     tools = ToolDefinitionSerializer(many=True)
 
 
+class ExplainTrailSerializer(serializers.Serializer):
+    step = serializers.CharField()
+    effect = serializers.ChoiceField(choices=["added", "removed"])
+
+
+class ExplainToolSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    allowed = serializers.BooleanField()
+    decided_by = serializers.CharField(allow_null=True)
+    trail = ExplainTrailSerializer(many=True)
+
+
+class ExplainStepSerializer(serializers.Serializer):
+    step = serializers.CharField()
+    op = serializers.ChoiceField(choices=["base", "intersect", "subtract", "union"])
+    tools = serializers.IntegerField()
+
+
+class ExplainSerializer(serializers.Serializer):
+    agent = serializers.CharField()
+    inputs = serializers.JSONField()
+    steps = ExplainStepSerializer(many=True)
+    tools = ExplainToolSerializer(many=True)
+
+
 class CallContextSerializer(serializers.Serializer):
     user_id = serializers.CharField(required=False, allow_blank=True, max_length=255, default="")
     session_key = serializers.CharField(required=False, allow_blank=True, max_length=255, default="")

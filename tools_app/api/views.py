@@ -8,7 +8,7 @@ from rest_framework.views import APIView
 
 from goclaw.api import IsAgentOrStaff, IsStaff, agent_of
 from goclaw.errors import PermissionDenied, ValidationError
-from tools_app import pipeline
+from tools_app import pipeline, policy
 from tools_app.api import serializers as s
 from tools_app.registry import registry
 from tools_app.selectors import INVOCATION_FILTERS, invocation_list_for
@@ -48,28 +48,43 @@ class AgentMeView(APIView):
         return Response(s.agent_public(agent))
 
 
+_POLICY_QUERY_PARAMS = [
+    OpenApiParameter("allow", str, description="comma-separated per-request allow list (names or group:x)"),
+    OpenApiParameter("user_id", str), OpenApiParameter("provider", str, description="default: the agent's provider"),
+    OpenApiParameter("channel", str), OpenApiParameter("chat_id", str), OpenApiParameter("depth", int, description="subagent depth"),
+]
+
+
+def _policy_call(request, agent) -> pipeline.ToolCall:
+    """The call context a catalog query describes (the same inputs an execute call carries)."""
+    params = request.query_params
+    try:
+        depth = int(params.get("depth") or 0)
+    except ValueError:
+        raise ValidationError("depth must be an integer", code="invalid_request") from None
+    if not 0 <= depth <= 16:
+        raise ValidationError("depth must be between 0 and 16", code="invalid_request")
+    return pipeline.ToolCall(agent=agent, tool="", arguments={}, user_id=params.get("user_id", ""),
+                             provider=params.get("provider", ""), channel=params.get("channel", ""),
+                             chat_id=params.get("chat_id", ""), subagent_depth=depth, request_allow=_allow_param(request))
+
+
 class ToolCatalogView(APIView):
-    @extend_schema(
-        responses=s.ToolCatalogSerializer, summary="The tools this agent may call, sorted by name",
-        parameters=[
-            OpenApiParameter("agent", str, description="staff only: whose catalog"),
-            OpenApiParameter("allow", str, description="comma-separated per-request allow list"),
-            OpenApiParameter("user_id", str), OpenApiParameter("provider", str),
-            OpenApiParameter("channel", str), OpenApiParameter("depth", int),
-        ],
-    )
+    @extend_schema(responses=s.ToolCatalogSerializer, summary="The tools this agent may call, sorted by name",
+                   parameters=[OpenApiParameter("agent", str, description="staff only: whose catalog"), *_POLICY_QUERY_PARAMS])
+    def get(self, request):
+        call = _policy_call(request, _acting_agent(request, request.query_params.get("agent")))
+        return Response({"tools": registry.definitions(pipeline.catalog_for(call))})
+
+
+class ToolExplainView(APIView):
+    permission_classes = [IsStaff]
+
+    @extend_schema(responses=s.ExplainSerializer, summary="Why each tool is or is not in an agent's catalog (staff)",
+                   parameters=[OpenApiParameter("agent", str, required=True), *_POLICY_QUERY_PARAMS])
     def get(self, request):
         agent = _acting_agent(request, request.query_params.get("agent"))
-        try:
-            depth = int(request.query_params.get("depth") or 0)
-        except ValueError:
-            raise ValidationError("depth must be an integer", code="invalid_request") from None
-        call = pipeline.ToolCall(
-            agent=agent, tool="", arguments={}, user_id=request.query_params.get("user_id", ""),
-            provider=request.query_params.get("provider", ""), channel=request.query_params.get("channel", ""),
-            subagent_depth=depth, request_allow=_allow_param(request),
-        )
-        return Response({"tools": registry.definitions(pipeline.catalog_for(call))})
+        return Response(policy.explain(pipeline.policy_input(_policy_call(request, agent))))
 
 
 class ToolExecuteView(APIView):

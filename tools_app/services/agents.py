@@ -31,8 +31,12 @@ AGENT_CONFIG_SCHEMA: dict[str, Any] = {
         "tool_timeouts": {"type": "object", "additionalProperties": {"type": "number", "minimum": 1, "maximum": 3600}},
         "shell_disabled_rule_groups": _NAME_LIST,
         "denied_paths": _NAME_LIST,
-        "tools_allow": _NAME_LIST,
-        "tools_deny": _NAME_LIST,
+        # Approvals (docs/approvals.md): GoClaw's exec security × ask matrix, and the decision deadline.
+        "exec_security": {"enum": ["deny", "allowlist", "full"], "description": "default full"},
+        "exec_ask": {"enum": ["off", "on-miss", "always"], "description": "default off"},
+        "exec_allowlist": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 1000}, "uniqueItems": True,
+                           "description": "glob patterns on each simple command (e.g. 'git status', 'ls *')"},
+        "approval_timeout_seconds": {"type": "integer", "minimum": 10, "maximum": 86400},
     },
 }
 _validator = jsonschema.Draft202012Validator(AGENT_CONFIG_SCHEMA)

@@ -1,0 +1,239 @@
+"""The policy engine: which tools one call may see and run. `resolve()` feeds both the catalog endpoint and
+the execution check; `explain()` shows, per tool, which step added or removed it.
+
+Order (seed 003 §5, with GoClaw's bugs fixed): global profile → provider profile override → ∩ global allow
+→ ∩ provider allow → ∩ agent allow (and agent profile) → ∩ agent+provider allow → ∩ group allow → − every
+deny list (global, provider, agent, agent+provider, group) → ∪ also_allow (global, then agent) → − subagent
+deny (depth > 0) → − leaf deny (depth ≥ max) → ∩ per-request allow.
+Deliberate choice: an explicit deny always wins. also_allow adds tools outside the profile and allow lists
+but never re-adds a denied one (GoClaw lets it resurrect denied tools).
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Q
+
+from tools_app.choices import PolicyScope
+from tools_app.models import Agent, PolicyGeneration, ToolPolicy
+from tools_app.registry import ToolRegistry, registry
+
+ALL = "*"
+GENERATION_CHECK_SECONDS = 0.5  # how stale another process's change may be seen (< 1 s)
+
+
+@dataclass(frozen=True)
+class PolicyInput:
+    """Everything a catalog depends on."""
+
+    agent: Agent
+    user_id: str = ""
+    provider: str = ""
+    channel: str = ""
+    chat_id: str = ""
+    depth: int = 0
+    request_allow: tuple[str, ...] | None = None
+
+    @property
+    def effective_provider(self) -> str:
+        return self.provider or self.agent.provider
+
+    @property
+    def group_keys(self) -> list[str]:
+        keys = [self.channel] if self.channel else []
+        if self.channel and self.chat_id:
+            keys.append(f"{self.channel}:{self.chat_id}")
+        return keys
+
+    def cache_key(self, reg: ToolRegistry) -> tuple:
+        return (self.agent.pk, self.agent.updated_at, self.user_id, self.effective_provider, self.channel, self.chat_id,
+                self.depth, self.request_allow, id(reg), reg.version)
+
+
+@dataclass
+class Step:
+    label: str
+    op: str  # base | intersect | subtract | union
+    names: frozenset[str]
+
+
+@dataclass
+class Resolution:
+    allowed: frozenset[str]
+    steps: list[Step] = field(default_factory=list)
+
+
+# --- loading ------------------------------------------------------------------------------------------
+def _load_policies(inp: PolicyInput) -> dict[str, list[ToolPolicy]]:
+    """Every enabled policy that applies to this input, with profiles, in one query."""
+    provider = inp.effective_provider
+    condition = Q(scope__in=[PolicyScope.GLOBAL, PolicyScope.SUBAGENT, PolicyScope.LEAF]) | Q(scope=PolicyScope.AGENT, agent=inp.agent)
+    if provider:
+        condition |= Q(scope=PolicyScope.PROVIDER, provider=provider) | Q(scope=PolicyScope.AGENT_PROVIDER, agent=inp.agent, provider=provider)
+    if inp.group_keys:
+        condition |= Q(scope=PolicyScope.GROUP, group_key__in=inp.group_keys)
+    by_scope: dict[str, list[ToolPolicy]] = {}
+    for policy in ToolPolicy.objects.filter(condition, enabled=True).select_related("profile").order_by("group_key"):
+        by_scope.setdefault(policy.scope, []).append(policy)
+    return by_scope
+
+
+def _expand(names: Iterable[str], reg: ToolRegistry, every: frozenset[str]) -> frozenset[str]:
+    names = list(names)
+    if ALL in names:
+        return every
+    return frozenset(reg.expand(names)) & every
+
+
+def build_steps(inp: PolicyInput, policies: dict[str, list[ToolPolicy]], reg: ToolRegistry) -> list[Step]:
+    """The ordered steps for this input; each step carries the expanded tool set it applies."""
+    every = frozenset(reg.names())
+    first = lambda scope: (policies.get(scope) or [None])[0]  # noqa: E731
+    glob, prov, agent, agent_prov = (first(PolicyScope.GLOBAL), first(PolicyScope.PROVIDER),
+                                     first(PolicyScope.AGENT), first(PolicyScope.AGENT_PROVIDER))
+    groups = policies.get(PolicyScope.GROUP, [])
+    ex = lambda names: _expand(names, reg, every)  # noqa: E731
+    steps: list[Step] = []
+
+    if glob is not None and glob.profile is not None:
+        steps.append(Step(f"global profile ({glob.profile.name})", "base", ex(glob.profile.tools)))
+    else:
+        steps.append(Step("global profile (full: every tool)", "base", every))
+    if prov is not None and prov.profile is not None:
+        steps.append(Step(f"provider {prov.provider} profile override ({prov.profile.name})", "base", ex(prov.profile.tools)))
+
+    for label, spec in ((("global allow", glob)), (f"provider {inp.effective_provider} allow", prov),
+                        (f"agent {inp.agent.key} allow", agent), (f"agent {inp.agent.key} + provider {inp.effective_provider} allow", agent_prov)):
+        if spec is None:
+            continue
+        if spec.scope in (PolicyScope.AGENT, PolicyScope.AGENT_PROVIDER) and spec.profile is not None:
+            steps.append(Step(label.replace(" allow", f" profile ({spec.profile.name})"), "intersect", ex(spec.profile.tools)))
+        if spec.allow:
+            steps.append(Step(label, "intersect", ex(spec.allow)))
+    for spec in groups:
+        if spec.allow:
+            steps.append(Step(f"group {spec.group_key} allow", "intersect", ex(spec.allow)))
+
+    denied: set[str] = set()
+    for label, spec in (("global deny", glob), (f"provider {inp.effective_provider} deny", prov), (f"agent {inp.agent.key} deny", agent),
+                        (f"agent {inp.agent.key} + provider {inp.effective_provider} deny", agent_prov),
+                        *((f"group {g.group_key} deny", g) for g in groups)):
+        if spec is not None and spec.deny:
+            names = ex(spec.deny)
+            denied |= names
+            steps.append(Step(label, "subtract", names))
+
+    for label, spec in (("global also_allow", glob), (f"agent {inp.agent.key} also_allow", agent),
+                        (f"agent {inp.agent.key} + provider {inp.effective_provider} also_allow", agent_prov)):
+        if spec is not None and spec.also_allow:
+            steps.append(Step(label + " (denied tools excluded)", "union", ex(spec.also_allow) - denied))
+
+    if inp.depth > 0:
+        sub = first(PolicyScope.SUBAGENT)
+        if sub is not None and sub.deny:
+            steps.append(Step(f"subagent deny (depth {inp.depth})", "subtract", ex(sub.deny)))
+        if inp.depth >= settings.TOOL_MAX_SUBAGENT_DEPTH:
+            leaf = first(PolicyScope.LEAF)
+            if leaf is not None and leaf.deny:
+                steps.append(Step(f"leaf deny (depth {inp.depth} = max)", "subtract", ex(leaf.deny)))
+    if inp.request_allow is not None:
+        steps.append(Step("per-request allow list", "intersect", ex(inp.request_allow)))
+    return steps
+
+
+def apply_steps(steps: list[Step]) -> frozenset[str]:
+    current: frozenset[str] = frozenset()
+    for step in steps:
+        if step.op == "base":
+            current = step.names
+        elif step.op == "intersect":
+            current &= step.names
+        elif step.op == "subtract":
+            current -= step.names
+        elif step.op == "union":
+            current |= step.names
+    return current
+
+
+# --- caching across processes ---------------------------------------------------------------------------
+class _Cache:
+    """Per-process catalog cache, dropped when the shared generation counter moves."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.entries: dict[tuple, frozenset[str]] = {}
+        self.generation: int | None = None
+        self.checked_at = 0.0
+
+    def sync(self) -> None:
+        now = time.monotonic()
+        if now - self.checked_at < GENERATION_CHECK_SECONDS and self.generation is not None:
+            return
+        value = PolicyGeneration.objects.filter(pk=1).values_list("value", flat=True).first() or 0
+        with self.lock:
+            if value != self.generation:
+                self.entries.clear()
+                self.generation = value
+            self.checked_at = now
+
+    def clear(self) -> None:
+        with self.lock:
+            self.entries.clear()
+            self.generation = None
+            self.checked_at = 0.0
+
+
+_cache = _Cache()
+
+
+def policy_changed() -> None:
+    """Bump the shared generation (inside the caller's transaction, so it becomes visible with the change)
+    and drop this process's cache once the change commits."""
+    updated = PolicyGeneration.objects.filter(pk=1).update(value=F("value") + 1)
+    if not updated:
+        PolicyGeneration.objects.get_or_create(pk=1, defaults={"value": 1})
+    transaction.on_commit(_cache.clear)
+
+
+# --- public API -----------------------------------------------------------------------------------------
+def resolve(inp: PolicyInput, reg: ToolRegistry = registry) -> frozenset[str]:
+    """The allowed tool names for this input (cached; at most 2 queries when cold)."""
+    _cache.sync()
+    key = inp.cache_key(reg)
+    cached = _cache.entries.get(key)
+    if cached is not None:
+        return cached
+    allowed = apply_steps(build_steps(inp, _load_policies(inp), reg))
+    with _cache.lock:
+        if len(_cache.entries) > 10_000:
+            _cache.entries.clear()
+        _cache.entries[key] = allowed
+    return allowed
+
+
+def explain(inp: PolicyInput, reg: ToolRegistry = registry) -> dict:
+    """For every registered tool: allowed or not, and each step that added or removed it."""
+    steps = build_steps(inp, _load_policies(inp), reg)
+    membership = {name: False for name in reg.names()}
+    trails: dict[str, list[dict]] = {name: [] for name in membership}
+    current: frozenset[str] = frozenset()
+    for step in steps:
+        after = apply_steps([Step("", "base", current), step])
+        for name in membership:
+            was, now = name in current, name in after
+            if was != now:
+                trails[name].append({"step": step.label, "effect": "added" if now else "removed"})
+        current = after
+    return {
+        "agent": inp.agent.key,
+        "inputs": {"user_id": inp.user_id, "provider": inp.effective_provider, "channel": inp.channel, "chat_id": inp.chat_id,
+                   "depth": inp.depth, "request_allow": list(inp.request_allow) if inp.request_allow is not None else None},
+        "steps": [{"step": s.label, "op": s.op, "tools": len(s.names)} for s in steps],
+        "tools": [{"name": name, "allowed": name in current, "decided_by": (trails[name][-1]["step"] if trails[name] else None),
+                   "trail": trails[name]} for name in sorted(membership)],
+    }
