@@ -193,10 +193,12 @@ _cache = _Cache()
 
 def policy_changed() -> None:
     """Bump the shared generation (inside the caller's transaction, so it becomes visible with the change)
-    and drop this process's cache once the change commits."""
+    and drop this process's cache now (the writer sees its own change) and again at commit (another thread
+    may have cached the old state meanwhile)."""
     updated = PolicyGeneration.objects.filter(pk=1).update(value=F("value") + 1)
     if not updated:
         PolicyGeneration.objects.get_or_create(pk=1, defaults={"value": 1})
+    _cache.clear()
     transaction.on_commit(_cache.clear)
 
 

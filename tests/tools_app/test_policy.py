@@ -217,8 +217,9 @@ def test_admin_rejects_malformed_specs_and_warns_about_unknown_names(admin_clien
 def test_admin_explain_page_shows_every_tool_with_its_deciding_step(admin_client, agent):
     policy("agent", agent=agent, deny=["exec"])
     page = admin_client.get(f"/admin/tools_app/agent/{agent.pk}/explain/?depth=1").content.decode()
-    assert f"agent {agent.key} deny" in page and "<code>exec</code>" in page and "subagent deny (depth 1)" not in page or True
-    assert "<code>read_file</code>" in page
+    assert f"removed by agent {agent.key} deny" in page and "<code>exec</code>" in page
+    assert "<code>read_file</code>" in page and "subagent deny (depth 1)" in page
+    assert f"/admin/tools_app/agent/{agent.pk}/explain/" in admin_client.get(f"/admin/tools_app/agent/{agent.pk}/change/").content.decode()
 
 
 def test_profiles_are_data_and_admins_can_add_one(admin_client, reg):
