@@ -29,6 +29,28 @@ async def _receive_until(ws, wanted_type: str, timeout: float = 20.0) -> dict:
             return message
 
 
+def _events_cross_processes(env: dict, up: Up) -> None:
+    """An agent's WebSocket client receives events published by a separate shell process and by a tool call
+    that the django-q2 worker runs."""
+    _manage(env, "create_agent", "smoke")
+    token = _manage(env, "issue_token", "smoke").strip()
+    me = httpx.get(up.base + "/api/v1/agents/me", headers={"Authorization": f"Bearer {token}"})
+    assert me.json()["key"] == "smoke"
+
+    async def scenario():
+        async with websockets.connect(f"ws://127.0.0.1:{up.ws_port}/ws/events/",
+                                      additional_headers={"Authorization": f"Bearer {token}"}) as ws:
+            await _receive_until(ws, "welcome")
+            _manage(env, "shell", "-c", "from goclaw import events; events.publish('smoke.ping', {'from': 'shell'}, ['agent.smoke'])")
+            ping = await _receive_until(ws, "smoke.ping")
+            assert ping["payload"] == {"from": "shell"}
+            _manage(env, "shell", "-c", "from django_q.tasks import async_task; async_task('tools_app.tasks.execute_tool', 'smoke', 'datetime', {})")
+            executed = await _receive_until(ws, "tool.executed", timeout=30)
+            assert executed["payload"]["tool"] == "datetime" and executed["payload"]["status"] == "ok"
+
+    asyncio.run(scenario())
+
+
 def test_up_serves_everything_and_events_cross_processes(tmp_path):
     data_dir = tmp_path / "var"
     env = _env(data_dir)
@@ -50,25 +72,7 @@ def test_up_serves_everything_and_events_cross_processes(tmp_path):
                                  "csrfmiddlewaretoken": csrf}, headers={"Referer": up.base + "/admin/login/"})
             assert login.status_code == 302 and login.headers["location"] == "/admin/"
 
-        _manage(env, "create_agent", "smoke")
-        token = _manage(env, "issue_token", "smoke").strip()
-        me = httpx.get(up.base + "/api/v1/agents/me", headers={"Authorization": f"Bearer {token}"})
-        assert me.json()["key"] == "smoke"
-
-        async def scenario():
-            async with websockets.connect(f"ws://127.0.0.1:{ws_port}/ws/events/",
-                                          additional_headers={"Authorization": f"Bearer {token}"}) as ws:
-                await _receive_until(ws, "welcome")
-                # 1. a separate process using the same settings publishes
-                _manage(env, "shell", "-c", "from goclaw import events; events.publish('smoke.ping', {'from': 'shell'}, ['agent.smoke'])")
-                ping = await _receive_until(ws, "smoke.ping")
-                assert ping["payload"] == {"from": "shell"}
-                # 2. the django-q2 worker runs a tool call; its tool.executed event reaches us
-                _manage(env, "shell", "-c", "from django_q.tasks import async_task; async_task('tools_app.tasks.execute_tool', 'smoke', 'datetime', {})")
-                executed = await _receive_until(ws, "tool.executed", timeout=30)
-                assert executed["payload"]["tool"] == "datetime" and executed["payload"]["status"] == "ok"
-
-        asyncio.run(scenario())
+        _events_cross_processes(env, up)
     finally:
         assert up.stop() == 0
     assert "goclaw stopped." in (tmp_path / "up.log").read_text()
@@ -82,3 +86,20 @@ def test_up_serves_everything_and_events_cross_processes(tmp_path):
     finally:
         assert up2.stop() == 0
     assert "Created admin user" not in (tmp_path / "up2.log").read_text()
+
+
+def test_with_redis_url_events_and_tasks_go_through_redis(tmp_path):
+    import redis
+
+    url = "redis://127.0.0.1:6379/14"
+    redis.Redis.from_url(url).flushdb()
+    env = {**_env(tmp_path / "var"), "REDIS_URL": url}
+    up = Up(env, _free_port(), _free_port(), tmp_path / "up.log")
+    try:
+        up.wait_healthy()
+        health = httpx.get(up.base + "/healthz").json()
+        assert health["checks"]["channel_layer"]["backend"] == "RedisPubSubChannelLayer"
+        _events_cross_processes(env, up)
+        assert any(key.startswith(b"django_q") for key in redis.Redis.from_url(url).keys("*"))
+    finally:
+        assert up.stop() == 0
