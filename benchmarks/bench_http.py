@@ -34,11 +34,13 @@ def main() -> None:
         auth = {"Authorization": f"Bearer {token}"}
         results = {"startup_to_healthy_s": round(startup_s, 2), "connections": CONNECTIONS, "seconds": SECONDS,
                    "web_workers": env.get("GOCLAW_WEB_WORKERS", "2"), "web_threads": env.get("GOCLAW_WEB_THREADS", "8")}
-        body = json.dumps({"tool": "datetime", "arguments": {}, "context": {"session_key": "bench"}}).encode()
+        def execute_request(client: int) -> bytes:  # one agent session per client, as real agents would
+            body = json.dumps({"tool": "datetime", "arguments": {}, "context": {"session_key": f"bench-{client}"}}).encode()
+            return build_request("POST", "/api/v1/tools/execute", "127.0.0.1", port, body, {**auth, "Content-Type": "application/json"})
+
         cases = {
             "agents_me": build_request("GET", "/api/v1/agents/me", "127.0.0.1", port, headers=auth),
-            "tools_execute": build_request("POST", "/api/v1/tools/execute", "127.0.0.1", port, body,
-                                           {**auth, "Content-Type": "application/json"}),
+            "tools_execute": [execute_request(i) for i in range(CONNECTIONS)],
         }
         for name, request in cases.items():
             asyncio.run(run_load("127.0.0.1", port, request, connections=8, seconds=2))  # warm up

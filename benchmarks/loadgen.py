@@ -31,13 +31,16 @@ async def _worker(host: str, port: int, request: bytes, deadline: float, latenci
         writer.close()
 
 
-async def run_load(host: str, port: int, request: bytes, *, connections: int, seconds: float) -> dict:
+async def run_load(host: str, port: int, request: bytes | list[bytes], *, connections: int, seconds: float) -> dict:
+    """`request` may be a list: connection i sends request[i % len] (e.g. one session per client)."""
+    requests = request if isinstance(request, list) else [request]
     latencies: list[float] = []
     errors: list[str] = []
     statuses: dict[int, int] = {}
     started = time.perf_counter()
     deadline = started + seconds
-    await asyncio.gather(*[_worker(host, port, request, deadline, latencies, errors, statuses) for _ in range(connections)])
+    await asyncio.gather(*[_worker(host, port, requests[i % len(requests)], deadline, latencies, errors, statuses)
+                           for i in range(connections)])
     elapsed = time.perf_counter() - started
     return {"requests": len(latencies), "elapsed_s": elapsed, "rps": len(latencies) / elapsed,
             "latencies": latencies, "errors": errors[:5], "error_count": len(errors), "statuses": statuses}

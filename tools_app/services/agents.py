@@ -60,18 +60,17 @@ def agent_create(*, key: str, display_name: str = "", agent_type: str = "predefi
                  model: str = "", workspace: str = "", other_config: dict | None = None, enabled: bool = True) -> Agent:
     agent = Agent(key=key, display_name=display_name, agent_type=agent_type, provider=provider, model=model,
                   workspace=workspace, other_config=other_config or {}, enabled=enabled)
-    try:
-        agent.full_clean()
-    except DjangoValidationError as exc:
-        raise ValidationError("invalid agent", code="invalid_agent", details=exc.message_dict) from None
-    agent.save()
-    return agent
+    return _validated_save(agent)
 
 
 @transaction.atomic
 def agent_update(*, agent: Agent, **fields: Any) -> Agent:
     for name, value in fields.items():
         setattr(agent, name, value)
+    return _validated_save(agent)
+
+
+def _validated_save(agent: Agent) -> Agent:
     try:
         agent.full_clean()
     except DjangoValidationError as exc:
