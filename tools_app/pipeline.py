@@ -23,6 +23,7 @@ import jsonschema
 from django.conf import settings
 
 from goclaw import events
+from goclaw.db import FastInsert
 from tools_app.base import Tool, ToolContext, ToolError, ToolResult
 from tools_app.choices import AgentType
 from tools_app.choices import InvocationStatus as S
@@ -234,12 +235,15 @@ def apply_output_budget(ctx: ToolContext, tool_name: str, text: str) -> tuple[st
     return text[:head] + marker + text[-tail:], str(stored.id)
 
 
+_insert_invocation = FastInsert(ToolInvocation)
+
+
 def record(ctx: ToolContext, call: ToolCall, tool_name: str, args: Any, outcome: Outcome, error: str = "") -> None:
     """Write the audit row (arguments scrubbed) and publish `tool.executed` after commit."""
     from tools_app.security.scrub import default_scrubber
 
     safe_args, _ = default_scrubber.scrub_data(args if isinstance(args, dict) else {"_raw": repr(args)[:2000]})
-    invocation = ToolInvocation.objects.create(
+    invocation = _insert_invocation(
         agent_key=ctx.agent_key, user_id=ctx.user_id[:255], session_key=ctx.session_key[:255],
         channel=ctx.channel[:64], tool_name=tool_name[:128], arguments=safe_args, status=outcome.status,
         observed=bool(outcome.observations), observe_reasons=outcome.observations, duration_ms=outcome.duration_ms,
