@@ -209,3 +209,111 @@ def test_long_hex_alone_not_secret_but_is_in_key_context():
     s = Scrubber()
     assert s.scrub_text(h) == h
     assert s.scrub_text(f"api_secret={h}") == f"api_secret={REDACTED}"
+
+
+# ---------------------------------------------------------------------------
+# Prefilter edge cases: the Hyperscan pass only proposes candidate positions,
+# the detectors must still see the whole text around them.
+# ---------------------------------------------------------------------------
+GHP = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+
+
+def test_secret_at_very_start_and_end():
+    s = Scrubber()
+    assert s.scrub(GHP) == (REDACTED, 1)
+    assert s.scrub(GHP + " tail") == (REDACTED + " tail", 1)
+    assert s.scrub("head " + GHP) == ("head " + REDACTED, 1)
+    assert s.scrub_text("password=hunter2xyz") == "password=" + REDACTED
+    assert s.scrub_text("x token=abcDEF123456ghiJKL") == "x token=" + REDACTED
+    s.add_values(["Qk7!edge-secret"])
+    assert s.scrub("Qk7!edge-secret") == (REDACTED, 1)
+    assert s.scrub("a Qk7!edge-secret") == ("a " + REDACTED, 1)
+
+
+def test_long_pem_block_fully_removed():
+    body = [f"MIIEowIBAAKCAQEAx9Zq3bJ0aQ4r7yqk1sT2mC{i:04d}" for i in range(2000)]
+    pem = "-----BEGIN RSA PRIVATE KEY-----\n" + "\n".join(body) + "\n-----END RSA PRIVATE KEY-----"
+    out, n = Scrubber().scrub("before\n" + pem + "\nafter")
+    assert out == "before\n" + REDACTED + "\nafter"
+    assert n == 1
+
+
+def test_one_secret_in_the_middle_of_a_1mb_line():
+    half = "x" * (512 * 1024)
+    out, n = Scrubber().scrub(half + " " + GHP + " " + half)
+    assert out == half + " " + REDACTED + " " + half
+    assert n == 1
+
+
+def test_many_anchors_without_secrets():
+    text = (
+        "token expired; secret rotation; key session cookie password reset "
+        "monkey@home sk- ghp_ AKIA eyJ Bearer; Authorization required -----BEGIN CERTIFICATE-----\n"
+    ) * 5000
+    assert Scrubber().scrub(text) == (text, 0)
+
+
+def test_keywords_sharing_one_value():
+    s = Scrubber()
+    assert s.scrub_text("token_token=abcDEF123456ghiJKL") == "token_token=" + REDACTED
+    assert s.scrub_text("secret_token: abcDEF123456ghiJKL") == "secret_token: " + REDACTED
+    assert s.scrub_text("--db-password abcDEF123456") == "--db-password " + REDACTED
+
+
+def test_non_ascii_text_keeps_offsets():
+    s = Scrubber()
+    text = "\U0001F600 caf\u00e9 \u4e2d\u6587 " + GHP + " \u00e9\n\u017fecret=Abcdef123456xyz"
+    out, n = s.scrub(text)
+    assert out == "\U0001F600 caf\u00e9 \u4e2d\u6587 " + REDACTED + " \u00e9\n\u017fecret=" + REDACTED
+    assert n == 2
+    s.add_values(["p\u00e4ssw\u00f6rt-\u4e2d\u6587-42"])
+    assert s.scrub_text("\u00e9 p\u00e4ssw\u00f6rt-\u4e2d\u6587-42 \u00e9") == "\u00e9 " + REDACTED + " \u00e9"
+    # same projection ("?" for every non-ASCII char), different value: kept
+    assert s.scrub_text("p\u00e5ssw\u00f6rt-\u4e2d\u6587-42") == "p\u00e5ssw\u00f6rt-\u4e2d\u6587-42"
+
+
+def test_dynamic_values_sharing_a_prefix_are_all_found():
+    s = Scrubber()
+    s.add_values(["aF!!hf3qm_8mrrR9z5xk", "7aF!!hf3qm_8mr"])
+    assert s.scrub_text("p7aF!!hf3qm_8mrrR9z5xkqH") == "p" + REDACTED + "qH"
+
+
+def _reference_positions(text):
+    """Positions where the detector regex matches AND its handler redacts,
+    found the slow way (trying every position)."""
+    from tools_app.security import scrub as mod
+
+    found = set()
+    for s in range(len(text)):
+        m = mod._STATIC_RE.match(text, s)
+        if m is not None:
+            out = []
+            mod._handle(text, m, m.lastgroup, s, m.end(), out)
+            if out:
+                found.add(s)
+    return found
+
+
+def test_prefilter_is_a_superset():
+    import random
+
+    from tools_app.security import scrub as mod
+
+    rng = random.Random(7)
+    frags = [c[0] for c in SECRET_CASES] + CLEAN_CASES + [
+        "token", "Secret", "PASSWORD", "pwd", "key", "cookie", "Authorization", "Bearer ", "://u:", "@", "=", ": ",
+        " ", "\t", "\n", '"', "'", "-", "--", "_", "\u017f", "\u212a", "\u00e9", "\U0001F600", "\u00a0",
+        "-----BEGIN RSA PRIVATE KEY-----\n", "-----END RSA PRIVATE KEY-----",
+    ]
+    alphabet = "abcXYZ0123456789_-+/="
+    for _ in range(300):
+        parts = []
+        for _ in range(rng.randint(1, 25)):
+            if rng.random() < 0.5:
+                parts.append(rng.choice(frags))
+            else:
+                parts.append("".join(rng.choice(alphabet) for _ in range(rng.choice([3, 8, 20, 40]))))
+        text = "".join(parts)
+        cands = set(mod._candidates(text, mod._project(text)))
+        missing = _reference_positions(text) - cands
+        assert not missing, (text, missing)

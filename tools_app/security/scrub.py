@@ -11,17 +11,21 @@ Public API::
 
 Design (see docs/scrubbing.md):
 
-* Static detectors live in ONE compiled regular expression.  Every top-level
-  alternative starts with a *rare* character of its anchor (``k`` of ``sk-``,
-  ``J`` of ``eyJ``, ``w`` of ``password``, ...) and checks the rest of the
-  anchor with a fixed-width look-behind.  CPython's ``re`` then scans with a
-  small first-character set, so ordinary text is skipped quickly in C.
-  Python code only runs for real candidates, where validators reject
-  placeholders, code expressions, words, paths, etc.
-* Dynamic values are found with a pyahocorasick automaton keyed on a short
-  gram of each value that starts with its rarest character (keeps the root
-  of the trie small, which is what makes pyahocorasick fast), then verified
-  with ``str.startswith``.  The automaton is rebuilt copy-on-write.
+* Hyperscan prefilter.  One Hyperscan pass over the text finds every place
+  where a static detector *could* match: for each detector a necessary
+  condition (its literal anchor, usually with a short fixed tail) is compiled
+  into one database.  Hyperscan scans at GB/s in C, so text with no
+  candidates costs only that pass.
+* Exact verification.  The detectors themselves are one Python regular
+  expression (an alternation tried in ``_ALTS`` order).  It is matched only at
+  the candidate positions, against the whole text, so look-behinds, the PEM
+  END marker search and the other handlers see exactly what they saw when the
+  regex scanned every position.  The prefilter only has to be a superset.
+* Dynamic values (and their encodings) are literals in a second Hyperscan
+  database, rebuilt copy-on-write; hits are confirmed with ``str.startswith``.
+* Hyperscan scans bytes.  The text is projected to one byte per character
+  (non-ASCII -> ``?``, except characters that case-fold to an ASCII letter),
+  so offsets are character offsets.
 """
 from __future__ import annotations
 
@@ -31,10 +35,7 @@ import threading
 import urllib.parse
 from typing import Any, Iterable
 
-try:  # pragma: no cover - exercised implicitly
-    import ahocorasick  # type: ignore
-except Exception:  # pragma: no cover
-    ahocorasick = None
+import hyperscan
 
 __all__ = ["REDACTED", "Scrubber", "default_scrubber", "scrub", "scrub_text", "scrub_data"]
 
@@ -138,80 +139,161 @@ _ALTS: list[tuple[str, str, int]] = [
     ("discord", rf"[MNO][{_T}]{{23,25}}\.[{_T}]{{6}}\.[{_T}]{{27,38}}(?![{_T}])", 0),
 ]
 
+
 _BACK = {name: back for name, _, back in _ALTS}
 
+# One alternation, tried in _ALTS order; the wrapping group names the
+# detector (``m.lastgroup``: the outer group closes last).
+_STATIC_RE = re.compile("|".join(f"(?P<{name}>{rx})" for name, rx, _ in _ALTS))
 
-def _static_parts() -> dict[str, list[str]]:
-    # CPython's re only computes a first-character prefilter for an
-    # alternation when EVERY branch starts with a plain literal, so split a
-    # leading "[cC]" into one branch per character and mark each branch with
-    # an empty group at its END (it is then ``m.lastgroup``).  Branches are
-    # then factored by first character: sre tests top-level branches one by
-    # one, so a ~25-way first-char dispatch beats a 60-way list.
-    groups: dict[str, list[str]] = {}
-    for name, rx, _ in _ALTS:
-        m = re.match(r"\[([^\]\\^-]+)\]", rx)
-        heads = list(m.group(1)) if m else [None]
-        for i, h in enumerate(heads):
-            body = rx if h is None else h + rx[m.end():]
-            body = re.sub(r"\(\?P<(\w+)>", lambda mm: f"(?P<{mm.group(1)}__{i}>", body)
-            groups.setdefault(body[0], []).append(f"{body[1:]}(?P<{name}__{i}>)")
-    return groups
+# ---------------------------------------------------------------------------
+# Prefilter.  For every detector, a Hyperscan expression that is a NECESSARY
+# condition for it to match (for "url": for its handler to redact anything),
+# plus where the detector's match then starts; _STATIC_RE.match is tried
+# there.  It only has to be a superset: tests/tools_app/test_scrub.py checks
+# it against trying every position.  The expressions run on the projected
+# text (see _project), so negated classes must not exclude "?", which stands
+# for any non-ASCII character.
+# ---------------------------------------------------------------------------
+_HT = "[A-Za-z0-9_-]"
+# key/value tail: suffix, quote, then separator + a 6-char value, or
+# whitespace + a word containing a digit or capital (see _KV_TAIL)
+_KV_HS = (
+    r"[A-Za-z0-9_.-]*[\"']?(?:[ \t]*(?:=>|:=|[:=])[ \t]*(?:[\"'][^\n]{6}|[^\s\"'`,;&<>(){}\[\]]{6})"
+    r"|[ \t]+[^\s\"'0-9A-Z]*[0-9A-Z])"
+)
+# Fixed-length expressions: the detector starts ``d`` characters before the
+# end of a hit, for each listed ``d``.
+_PREFILTER_FIXED: list[tuple[str, tuple[int, ...]]] = [
+    # url: scheme://user:pass@ -- the handler needs all of it; "@" is 2 back
+    (r"://[^\s/@#\"'<>\[\]]*:[^\s/@#\"'<>\[\]]*@[A-Za-z0-9\[]", (2,)),
+    (rf"[0-9]{{8}}:AA{_HT}{{33}}", (35,)),  # tg
+    (rf"sk-{_HT}{{20}}", (22,)),  # sk
+    (r"[sprSPR]k_(?:live|test)_[A-Za-z0-9]{10}", (17,)),  # stripe
+    (r"key-[0-9a-zA-Z]{32}", (36,)),  # mailgun
+    (r"hooks\.slack\.com/", (13,)),  # slackhook
+    (r"(?i:authorization)", (6,)),  # kauthz
+    (r"B(?:earer|EARER)[ \t]", (7,)),  # bearer
+    (r"-----BEGIN", (5,)),  # pem
+    (r"gh[pousr]_[A-Za-z0-9]{36}", (37,)),  # gh
+    (r"github_pat_[A-Za-z0-9_]{50}", (51,)),  # ghpat
+    # gitlab: prefixes of 2..5 letters after "gl"
+    (r"gl(?:pat|dt|rt|ptt|ft|cbt|oas|imt|soat|ffct|agent|sa|wt)-[A-Za-z0-9_.-]{20}", (25, 26, 27, 28)),
+    (r"[?&;]sig=[A-Za-z0-9%+/=]{16}", (18,)),  # sas
+    (rf"GOCSPX-{_HT}{{20}}", (27,)),  # gcp
+    (rf"GR1348941{_HT}{{20}}", (29,)),  # glrunner
+    (r"A(?:KIA|SIA|BIA|CCA|3T[A-Z0-9])[A-Z0-9]{16}", (20,)),  # aws
+    (rf"AIza{_HT}{{35}}", (39,)),  # gapi
+    (r"AccountKey=[A-Za-z0-9+/=]{20}", (31,)),  # azure
+    (rf"pypi-AgE{_HT}{{40}}", (43,)),  # pypi
+    (r"AC[0-9a-f]{32}", (34,)),  # twac
+    (rf"SG\.{_HT}{{22}}\.{_HT}{{43}}", (69,)),  # sendgrid
+    (r"SharedAccessKey=[A-Za-z0-9+/=]{20}", (36,)),  # azsas
+    (r"SK[0-9a-fA-F]{32}", (34,)),  # twsk
+    (r"x(?:ox[abposre]|app)-[A-Za-z0-9-]{10}", (15,)),  # slack
+    (r"npm_[A-Za-z0-9]{36}", (37,)),  # npm
+    (r"hf_[A-Za-z0-9]{30}", (31,)),  # hf
+    (r"api_org_[A-Za-z0-9]{30}", (31,)),  # hforg
+    (r"shp[a-z][a-z]_[a-fA-F0-9]{32}", (33,)),  # shopify
+    (r"do[por]_v1_[a-f0-9]{64}", (68,)),  # dop
+    (r"whsec_[A-Za-z0-9+/=]{20}", (21,)),  # whsec
+    (r"dapi[a-f0-9]{32}", (34,)),  # databricks
+    (rf"eyJ{_HT}{{6}}", (7,)),  # jwt
+    (rf"ya29\.{_HT}{{20}}", (25,)),  # ya29
+    (rf"1//0{_HT}{{30}}", (33,)),  # grefresh
+    # discord: [MNO] + 23..25 + "." + 6 + "." + 27
+    (rf"[MNO]{_HT}{{23,25}}\.{_HT}{{6}}\.{_HT}{{27}}", (59, 60, 61)),
+]
+# Keyword detectors, which need an unbounded tail: (keyword, back, tail).
+# Hyperscan reports the leftmost start of a hit, and every keyword occurrence
+# in [start, end) is a candidate at +back (several may share one end).
+_PREFILTER_KW: list[tuple[str, int, str]] = [
+    ("(?i:secret)", 2, _KV_HS),  # ksecret
+    ("(?i:token)", 2, _KV_HS),  # ktoken
+    ("(?i:cookie)", 3, r"[ \t]*:[^\n]"),  # kcookie
+    ("(?i:key)", 0, _KV_HS),  # kkey
+    ("(?i:passw(?:or)?d)", 4, _KV_HS),  # kpass
+    ("(?i:pwd)", 1, _KV_HS),  # kpass
+    ("(?i:pass)", 0, _KV_HS),  # kpass2
+]
 
 
-_STATIC_GROUPS = _static_parts()
-# most frequent anchor characters first (cheaper dispatch)
-_ANCHOR_ORDER = "c@pk_gwyxBAzSJGMONCKWZ/"
+class _Hs:
+    """A compiled Hyperscan database plus a pool of scratch spaces.
+
+    ``hs_scan`` releases the GIL, so concurrent scans need one scratch each;
+    ``list.pop``/``append`` are atomic, so the pool needs no lock.
+    """
+
+    __slots__ = ("db", "_pool")
+
+    def __init__(self, exprs: list[bytes], flags: list[int] | int = 0, literal: bool = False):
+        self.db = hyperscan.Database()
+        self.db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs),
+                        flags=flags, literal=literal)
+        self._pool: list = []
+
+    def scan(self, data: bytes) -> list[tuple[int, int, int]]:
+        """All (expression id, start, end) hits."""
+        hits: list = []
+        try:
+            scratch = self._pool.pop()
+        except IndexError:
+            scratch = hyperscan.Scratch(self.db)
+        try:
+            # positional arguments: keyword parsing costs ~0.7 us per call
+            self.db.scan(data, _collect, 0, hits, scratch)
+        finally:
+            self._pool.append(scratch)
+        return hits
 
 
-def _head_order(h: str) -> int:
-    if h in _ANCHOR_ORDER:
-        return _ANCHOR_ORDER.find(h)
-    # dynamic-only heads: common characters first, rare ones last
-    r = _RARITY.find(h) if "_RARITY" in globals() else -1
-    return 1000 - r if r >= 0 else 5000
+def _collect(eid: int, start: int, end: int, flags: int, hits: list) -> None:
+    hits.append((eid, start, end))
 
 
-def _compile(dyn: dict[str, str] | None = None) -> re.Pattern:
-    heads = set(_STATIC_GROUPS) | set(dyn or ())
-    order = sorted(heads, key=_head_order)
-    alts = []
-    for k, h in enumerate(order):
-        rests = list(_STATIC_GROUPS.get(h, ()))
-        if dyn and h in dyn:
-            rests.append(f"{dyn[h]}(?P<dyn__{k}>)")
-        alts.append(re.escape(h) + (rests[0] if len(rests) == 1 else "(?:" + "|".join(rests) + ")"))
-    return re.compile("|".join(alts))
+_STATIC_HS = _Hs(
+    [expr.encode() for expr, _ in _PREFILTER_FIXED] + [(kw + tail).encode() for kw, _, tail in _PREFILTER_KW],
+    [0] * len(_PREFILTER_FIXED) + [hyperscan.HS_FLAG_SOM_LEFTMOST] * len(_PREFILTER_KW),
+)
+_KW_RES = [(re.compile(kw), back) for kw, back, _ in _PREFILTER_KW]
+
+# Non-ASCII characters that re's IGNORECASE matches to an ASCII letter (the
+# keyword detectors are partly case-insensitive): projected to that letter.
+_FOLDS = (("\u0130", ord("i")), ("\u0131", ord("i")), ("\u017f", ord("s")), ("\u212a", ord("k")))
 
 
-_STATIC_RE = _compile()
+def _project(text: str) -> bytes:
+    """One byte per character, so Hyperscan offsets are ``str`` offsets."""
+    if text.isascii():
+        return text.encode("ascii")
+    data = bytearray(text.encode("ascii", "replace"))
+    for ch, b in _FOLDS:
+        i = text.find(ch)
+        while i >= 0:
+            data[i] = b
+            i = text.find(ch, i + 1)
+    return bytes(data)
 
 
-def _trie_regex(words: Iterable[str]) -> str:
-    trie: dict = {}
-    for w in words:
-        d = trie
-        for ch in w:
-            d = d.setdefault(ch, {})
-        d[""] = None
-
-    def emit(d: dict) -> str:
-        alts = []
-        opt = False
-        for k in sorted(d):
-            if k == "":
-                opt = True
-                continue
-            alts.append(re.escape(k) + emit(d[k]))
-        if not alts:
-            return ""
-        body = alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
-        return f"(?:{body})?" if opt else body
-
-    return emit(trie)
+def _candidates(text: str, data: bytes) -> list[int]:
+    """Sorted positions where _STATIC_RE may match (a superset)."""
+    hits = _STATIC_HS.scan(data)
+    if not hits:
+        return []
+    cands: set[int] = set()
+    nfixed = len(_PREFILTER_FIXED)
+    for eid, start, end in hits:
+        if eid < nfixed:
+            for d in _PREFILTER_FIXED[eid][1]:
+                cands.add(end - d)
+        else:
+            kw_re, back = _KW_RES[eid - nfixed]
+            for m in kw_re.finditer(text, start, end):
+                cands.add(m.start() + back)
+    return sorted(c for c in cands if c >= 0)
 
 
-# Keyword back offsets depend on which keyword matched (password vs pwd).
 _AUTH_SCHEMES = frozenset(
     "bearer basic token bot jwt apikey api-key key sso-key negotiate ntlm digest aws4-hmac-sha256 hmac oauth".split()
 )
@@ -353,61 +435,10 @@ def _value_ok(v: str, cls: str, quoted: bool) -> bool:
     return classes >= 2 or n >= 20
 
 
+
 # ---------------------------------------------------------------------------
 # Dynamic values
 # ---------------------------------------------------------------------------
-# Characters ordered from rarest to most common in typical tool output.
-_RARITY = (
-    "~^|\\`!$;#<>?&%+*{}()'"
-    "QJXVYHMCPUFLDIERT"
-    "KZWSBGONA"
-    "zjqxvwkybgfhml"
-    "@_/,=[]\".:-"
-    "9876534210"
-    "upcdnoristae "
-)
-_RANK = {c: i for i, c in enumerate(_RARITY)}
-# anchor characters already scanned for by the static pattern: a dynamic
-# gram starting with one of them adds no scanning cost
-_HEADS = frozenset(_STATIC_GROUPS)
-_GRAM = 8
-
-
-def _anchor_gram(v: str, chosen: list[str] | tuple = ()) -> tuple[str, int]:
-    """Pick a short gram of ``v`` that starts with a rare character,
-    preferring characters already used as gram starts (``chosen``)."""
-    n = len(v)
-    best = None
-    for i in range(0, max(1, n - 3)):
-        ch = v[i]
-        r = _RANK.get(ch, -1)  # non-ASCII / unlisted chars: treat as rarest
-        if ch not in chosen:
-            r += 1000
-        if best is None or r < best[0]:
-            best = (r, i)
-    i = best[1] if best else 0
-    return v[i:i + _GRAM], i
-
-
-def _cover_chars(forms: Iterable[str]) -> frozenset:
-    """Greedy set cover: few, rare characters such that every form contains
-    one of them (at a position leaving >= 4 characters)."""
-    elig = {}
-    for f in forms:
-        elig[f] = set(f[: max(1, len(f) - 3)])
-    chosen: set[str] = set()
-    remaining = set(elig)
-    while remaining:
-        cov: dict[str, int] = {}
-        for f in remaining:
-            for ch in elig[f]:
-                cov[ch] = cov.get(ch, 0) + 1
-        best = max(cov, key=lambda ch: cov[ch] * (1.0 - 0.6 * _RANK.get(ch, 0) / len(_RARITY)))
-        chosen.add(best)
-        remaining = {f for f in remaining if best not in elig[f]}
-    return frozenset(chosen)
-
-
 def _forms(value: str) -> set[str]:
     """The value plus its base64 (std/urlsafe, padding not required),
     URL-encoded (quote/quote_plus) and hex (lower/upper) encodings."""
@@ -424,84 +455,33 @@ def _forms(value: str) -> set[str]:
 
 
 class _Dyn:
-    """Immutable snapshot: dynamic values + the combined compiled pattern.
+    """Immutable snapshot: dynamic values and a Hyperscan literal database of
+    all their forms (projected like the text; a hit is confirmed against the
+    real text with ``str.startswith``)."""
 
-    Every encoded form is indexed by one short gram that starts at its
-    rarest character (a small trie root keeps pyahocorasick fast); a second
-    linear pass with the automaton finds grams, candidates are verified with
-    ``str.startswith``.  Without pyahocorasick the grams are merged into the
-    static regex as a trie alternation instead.
-    """
-
-    __slots__ = ("values", "forms", "table", "pattern", "dyn_re", "automaton")
+    __slots__ = ("values", "forms", "hs", "by_id")
 
     def __init__(self, values: frozenset, min_len: int):
         self.values = values
-        self.table: dict[str, list[tuple[str, int]]] = {}
-        self.pattern = _STATIC_RE
-        self.dyn_re = None
-        self.automaton = None
         forms: set[str] = set()
         for v in values:
-            forms.update(f for f in _forms(v) if len(f) >= min_len)
+            forms.update(f for f in _forms(v) if f and len(f) >= min_len)
         self.forms = frozenset(forms)
-        if not forms:
-            return
-        table = self.table
-        # pyahocorasick searches a node's children linearly, so the scan speed
-        # depends on how many distinct first characters the grams have: pick
-        # grams greedily from a small set of rare characters (set cover).
-        chosen = _cover_chars(forms)
-        for f in forms:
-            gram, off = _anchor_gram(f, chosen)
-            table.setdefault(gram, []).append((f, off))
-        for lst in table.values():
-            lst.sort(key=lambda t: -len(t[0]))
-        if ahocorasick is not None:
-            # measured: a second pyahocorasick pass is cheaper than merging
-            # ~5,000 grams into the static regex (every extra first
-            # character widens the regex prefilter's character set)
-            a = ahocorasick.Automaton()
-            for gram in table:
-                a.add_word(gram, gram)
-            a.make_automaton()
-            self.automaton = a
-            return
-        by_head: dict[str, list[str]] = {}  # pragma: no cover - fallback
-        for gram in table:
-            by_head.setdefault(gram[0], []).append(gram[1:])
-        dyn_src = {h: _trie_regex(rests) for h, rests in by_head.items()}
-        self.pattern = _compile(dyn_src)
-        self.dyn_re = re.compile("|".join(re.escape(h) + src for h, src in dyn_src.items()))
+        by_literal: dict[bytes, list[str]] = {}
+        for f in sorted(forms):
+            by_literal.setdefault(_project(f), []).append(f)
+        self.by_id = list(by_literal.values())
+        self.hs = _Hs(list(by_literal), literal=True) if by_literal else None
 
-    def verify(self, text: str, gstart: int, gram: str, out: list) -> bool:
-        """Check the forms registered under ``gram`` (and its prefixes)."""
-        table = self.table
-        found = False
-        for k in range(len(gram), 0, -1):
-            lst = table.get(gram[:k])
-            if not lst:
-                continue
-            for form, off in lst:
-                s = gstart - off
-                if s >= 0 and text.startswith(form, s):
-                    out.append((s, s + len(form)))
-                    found = True
-                    break
-        return found
-
-    def at(self, text: str, pos: int, out: list) -> None:
-        """Dynamic check at one position (used after a static hit there)."""
-        if self.dyn_re is not None:
-            m = self.dyn_re.match(text, pos)
-            if m is not None:
-                self.verify(text, pos, m.group(), out)
-
-    def ac_spans(self, text: str, out: list) -> None:
-        if self.automaton is None:
+    def spans(self, text: str, data: bytes, out: list) -> None:
+        if self.hs is None:
             return
-        for end, gram in self.automaton.iter(text):
-            self.verify(text, end - len(gram) + 1, gram, out)
+        by_id = self.by_id
+        for eid, _, end in self.hs.scan(data):
+            for form in by_id[eid]:
+                s = end - len(form)
+                if text.startswith(form, s):
+                    out.append((s, end))
 
 
 # ---------------------------------------------------------------------------
@@ -736,57 +716,19 @@ def _kv_spans(text: str, m: re.Match, g: str, cls: str, kstart: int, out: list) 
 _KV_GROUPS = {"ksecret": "secret", "ktoken": "token", "kkey": "key", "kpass": "pass", "kpass2": "pass"}
 
 
+
 def _scan(text: str, dyn: "_Dyn") -> list[tuple[int, int]]:
-    """One pass of the combined pattern; returns spans to redact."""
+    """Spans to redact: the static detectors at the prefilter's candidate
+    positions, then the dynamic values."""
     out: list[tuple[int, int]] = []
-    search = dyn.pattern.search
-    has_dyn = dyn.dyn_re is not None
-    pos = 0
-    n = len(text)
-    while pos < n:
-        m = search(text, pos)
-        if m is None:
-            break
-        g, _, idx = m.lastgroup.rpartition("__")
-        s = m.start()
-        if g == "dyn":
-            dyn.verify(text, s, m.group(), out)
-        else:
-            _handle(text, _M(m, "__" + idx), g, s, m.end(), out)
-            if has_dyn:
-                dyn.at(text, s, out)
-        # continue right after the anchor: overlapping candidates (a dynamic
-        # value straddling a static match, nested tokens) are still seen;
-        # overlapping spans are merged afterwards.
-        pos = s + 1
-    if dyn.automaton is not None:
-        dyn.ac_spans(text, out)
+    data = _project(text)
+    match = _STATIC_RE.match
+    for s in _candidates(text, data):
+        m = match(text, s)
+        if m is not None:
+            _handle(text, m, m.lastgroup, s, m.end(), out)
+    dyn.spans(text, data, out)
     return out
-
-
-class _M:
-    """Match adapter: maps inner group names to their per-branch copies."""
-
-    __slots__ = ("m", "sfx")
-
-    def __init__(self, m, sfx):
-        self.m = m
-        self.sfx = sfx
-
-    def _n(self, name):
-        return name + self.sfx if isinstance(name, str) else name
-
-    def group(self, name=0):
-        return self.m.group(self._n(name))
-
-    def span(self, name=0):
-        return self.m.span(self._n(name))
-
-    def start(self, name=0):
-        return self.m.start(self._n(name))
-
-    def end(self, name=0):
-        return self.m.end(self._n(name))
 
 
 def _left_ok(text: str, start: int) -> bool:
