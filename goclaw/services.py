@@ -16,6 +16,7 @@ HEARTBEAT_MAX_AGE = timedelta(seconds=90)
 SCHEDULES = {
     "goclaw heartbeat": (HEARTBEAT_TASK, "* * * * * */30"),
     "tools rate-limit cleanup": ("tools_app.tasks.cleanup_rate_limits", "*/10 * * * *"),
+    "tools approvals expiry sweep": ("tools_app.tasks.sweep_expired_approvals", "* * * * * */30"),
 }
 
 

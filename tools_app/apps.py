@@ -11,6 +11,10 @@ class ToolsAppConfig(AppConfig):
 
         register_builtin_tools(registry)
 
+        from tools_app import approvals
+
+        approvals.install()  # the real approval gate and the submit_plan tool
+
         from tools_app import signals
 
         signals.connect()

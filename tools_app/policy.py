@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Any, Callable, Iterable
 
 from django.conf import settings
 from django.db import transaction
@@ -203,19 +203,26 @@ def policy_changed() -> None:
 
 
 # --- public API -----------------------------------------------------------------------------------------
+_MISSING = object()
+
+
+def cached(key: tuple, compute: Callable[[], Any]) -> Any:
+    """Memoize a value derived from policy data (catalogs, tool permissions) in this process until the
+    shared generation moves."""
+    _cache.sync()
+    value = _cache.entries.get(key, _MISSING)
+    if value is _MISSING:
+        value = compute()
+        with _cache.lock:
+            if len(_cache.entries) > 10_000:
+                _cache.entries.clear()
+            _cache.entries[key] = value
+    return value
+
+
 def resolve(inp: PolicyInput, reg: ToolRegistry = registry) -> frozenset[str]:
     """The allowed tool names for this input (cached; at most 2 queries when cold)."""
-    _cache.sync()
-    key = inp.cache_key(reg)
-    cached = _cache.entries.get(key)
-    if cached is not None:
-        return cached
-    allowed = apply_steps(build_steps(inp, _load_policies(inp), reg))
-    with _cache.lock:
-        if len(_cache.entries) > 10_000:
-            _cache.entries.clear()
-        _cache.entries[key] = allowed
-    return allowed
+    return cached(("catalog", *inp.cache_key(reg)), lambda: apply_steps(build_steps(inp, _load_policies(inp), reg)))
 
 
 def explain(inp: PolicyInput, reg: ToolRegistry = registry) -> dict:

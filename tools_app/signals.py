@@ -1,7 +1,7 @@
-"""Any change that can alter a catalog bumps the shared policy generation (see tools_app.policy)."""
+"""Any change that can alter a catalog or a tool permission bumps the shared policy generation (see tools_app.policy)."""
 from django.db.models.signals import post_delete, post_save
 
-from tools_app.models import Agent, ToolPolicy, ToolProfile
+from tools_app.models import Agent, ToolPermission, ToolPolicy, ToolProfile
 
 
 def _changed(sender, **kwargs):
@@ -13,6 +13,6 @@ def _changed(sender, **kwargs):
 
 
 def connect() -> None:
-    for model in (Agent, ToolPolicy, ToolProfile):
+    for model in (Agent, ToolPermission, ToolPolicy, ToolProfile):
         post_save.connect(_changed, sender=model, dispatch_uid=f"policy-gen-save-{model.__name__}")
         post_delete.connect(_changed, sender=model, dispatch_uid=f"policy-gen-delete-{model.__name__}")

@@ -16,3 +16,10 @@ def execute_tool(agent_key: str, tool: str, arguments: dict[str, Any] | None = N
 
 def cleanup_rate_limits() -> int:
     return rate_limit_cleanup()
+
+
+def sweep_expired_approvals() -> int:
+    """Mark overdue approval requests expired (deadlines are also enforced at decision and execution)."""
+    from tools_app.services.approvals import approval_sweep_expired
+
+    return approval_sweep_expired()

@@ -227,9 +227,10 @@ def test_rate_limit_uses_redis_when_configured(reg, settings):
     assert redis.Redis.from_url(settings.REDIS_URL).ttl(f"goclaw:rl:s:{agent.key}:r") > 0
 
 
-def test_always_require_approval_tools_are_refused_clearly(agent, reg):
+def test_always_require_approval_tools_wait_for_a_person(agent, reg):
+    # The approvals gate (tools_app.approvals) asks instead of refusing; tests/tools_app/test_approvals.py covers the rest.
     outcome = pipeline.execute(call(agent, "gated"), reg)
-    assert outcome.status == "denied" and "approval" in outcome.for_llm
+    assert outcome.status == "pending_approval" and "approval" in outcome.for_llm and outcome.extra["approval_id"]
 
 
 def test_timeout_returns_a_timeout_result(agent, reg):

@@ -1,3 +1,4 @@
 """Admin screens for tools_app, one module per area (registered on import)."""
 from tools_app.admin import agents  # noqa: F401
 from tools_app.admin import policy  # noqa: F401,E402
+from tools_app.admin import approvals  # noqa: F401,E402

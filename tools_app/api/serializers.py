@@ -71,6 +71,9 @@ class ExecuteRequestSerializer(serializers.Serializer):
     arguments = serializers.JSONField(required=False, default=dict)
     context = CallContextSerializer(required=False)
     agent = serializers.SlugField(required=False, help_text="staff only: the agent to act as")
+    wait_seconds = serializers.IntegerField(required=False, min_value=0, max_value=60, default=0,
+                                            help_text="when a person must approve: wait this long for the decision "
+                                                      "(0 = answer 202 pending_approval at once)")
 
 
 _CONTEXT_STRINGS = {"user_id": 255, "session_key": 255, "channel": 64, "chat_id": 255, "peer_kind": 32, "provider": 64}
@@ -90,6 +93,9 @@ def parse_execute_request(data) -> dict:
     agent = data.get("agent")
     if agent is not None and (not isinstance(agent, str) or not agent):
         errors["agent"] = ["Must be an agent key."]
+    wait_seconds = data.get("wait_seconds", 0)
+    if not isinstance(wait_seconds, int) or isinstance(wait_seconds, bool) or not 0 <= wait_seconds <= 60:
+        errors["wait_seconds"] = ["Must be an integer from 0 to 60."]
     raw_ctx = data.get("context") or {}
     context: dict = {name: "" for name in _CONTEXT_STRINGS} | {"subagent_depth": 0, "allow": None}
     ctx_errors: dict = {}
@@ -118,7 +124,8 @@ def parse_execute_request(data) -> dict:
         errors["context"] = ctx_errors
     if errors:
         raise ValidationError("invalid request", code="invalid_request", details=errors)
-    return {"tool": tool.strip(), "arguments": data.get("arguments", {}), "context": context, "agent": agent}
+    return {"tool": tool.strip(), "arguments": data.get("arguments", {}), "context": context, "agent": agent,
+            "wait_seconds": wait_seconds}
 
 
 class ExecuteResponseSerializer(serializers.Serializer):

@@ -12,3 +12,15 @@ urlpatterns = [
     path("invocations", views.InvocationListView.as_view(), name="invocation-list"),
     path("invocations/<uuid:pk>", views.InvocationDetailView.as_view(), name="invocation-detail"),
 ]
+
+from tools_app.api import approvals as approval_views  # noqa: E402
+
+urlpatterns += [
+    path("approvals", approval_views.ApprovalListView.as_view(), name="approval-list"),
+    path("approvals/<uuid:pk>", approval_views.ApprovalDetailView.as_view(), name="approval-detail"),
+    path("approvals/<uuid:pk>/decision", approval_views.ApprovalDecisionView.as_view(), name="approval-decision"),
+    path("approvals/<uuid:pk>/execute", approval_views.ApprovalExecuteView.as_view(), name="approval-execute"),
+    path("approvals/<uuid:pk>/cancel", approval_views.ApprovalCancelView.as_view(), name="approval-cancel"),
+    path("pending-changes", approval_views.PendingChangeListView.as_view(), name="pending-change-list"),
+    path("pending-changes/<uuid:pk>/decision", approval_views.PendingChangeDecisionView.as_view(), name="pending-change-decision"),
+]

@@ -13,6 +13,7 @@ from tools_app.api import serializers as s
 from tools_app.registry import registry
 from tools_app.selectors import INVOCATION_FILTERS, invocation_list_for
 from tools_app.services.agents import agent_get_by_key
+from tools_app.services.approvals import tool_execute_waiting
 
 
 def _validated(serializer_class, data):
@@ -102,7 +103,7 @@ class ToolExecuteView(APIView):
             provider=ctx["provider"], subagent_depth=ctx["subagent_depth"], request_allow=ctx["allow"],
             request_id=request.headers.get("X-Request-Id", "")[:64],
         )
-        outcome = pipeline.execute(call)
+        outcome = tool_execute_waiting(call, data["wait_seconds"])
         return Response(outcome.as_dict(), status=202 if outcome.status == "pending_approval" else 200)
 
 

@@ -1,7 +1,9 @@
 """tools_app models, one module per area; everything is importable from `tools_app.models`."""
 from tools_app.models.agents import Agent, AgentToken
+from tools_app.models.approvals import ApprovalRequest, ApprovalRule, PendingChange, ToolPermission
 from tools_app.models.invocations import RateLimitBucket, StoredToolOutput, ToolInvocation
 from tools_app.models.policy import PolicyGeneration, ToolPolicy, ToolProfile
 
 __all__ = ["Agent", "AgentToken", "RateLimitBucket", "StoredToolOutput", "ToolInvocation", "PolicyGeneration",
-           "ToolPolicy", "ToolProfile"]
+           "ToolPolicy", "ToolProfile",
+           "ApprovalRequest", "ApprovalRule", "PendingChange", "ToolPermission"]

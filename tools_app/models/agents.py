@@ -6,7 +6,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from tools_app.choices import AgentType
+from tools_app.choices import AgentMode, AgentType
 
 
 class Agent(models.Model):
@@ -18,6 +18,8 @@ class Agent(models.Model):
     provider = models.CharField(max_length=64, blank=True, help_text="LLM provider, e.g. openai, anthropic")
     model = models.CharField(max_length=128, blank=True)
     workspace = models.CharField(max_length=1024, blank=True, help_text="Empty: <GOCLAW_WORKSPACES_DIR>/<key>")
+    mode = models.CharField(max_length=20, choices=AgentMode.choices, default=AgentMode.AUTONOMOUS,
+                            help_text="how much a person oversees tool calls (docs/approvals.md)")
     other_config = models.JSONField(default=dict, blank=True)
     enabled = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)

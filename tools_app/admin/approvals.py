@@ -1,0 +1,152 @@
+"""Admin for approvals: the live "Pending approvals" queue (decide: allow once / allow always / deny), past
+decisions, allow-always rules (revoke), tool permissions and held file changes (accept / reject).
+Every action is a thin call into tools_app.services.approvals."""
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils import timezone
+
+from goclaw.errors import ApplicationError
+from tools_app.models import ApprovalRequest, ApprovalRule, PendingChange, ToolPermission
+from tools_app.selectors import approval_queue
+from tools_app.services.approvals import (approval_decide, approval_rule_revoke, canonical_arguments,
+                                          pending_change_decide)
+
+_PLACEHOLDER_ID = "00000000-0000-0000-0000-000000000000"
+
+
+@admin.register(ApprovalRequest)
+class ApprovalRequestAdmin(admin.ModelAdmin):
+    list_display = ["requested_at", "agent", "tool_name", "short_summary", "status", "decision", "decided_by", "decided_at",
+                    "expires_at", "consumed_at"]
+    list_filter = ["status", "decision", "tool_name", "agent", "requested_at"]
+    search_fields = ["agent__key", "tool_name", "summary", "session_key", "user_id"]
+    date_hierarchy = "requested_at"
+    list_select_related = ["agent", "decided_by"]
+    readonly_fields = [f.name for f in ApprovalRequest._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="summary")
+    def short_summary(self, obj):
+        return obj.summary.splitlines()[0][:120] if obj.summary else ""
+
+    def get_urls(self):
+        urls = [
+            path("queue/", self.admin_site.admin_view(self.queue_view), name="tools_app_approvalrequest_queue"),
+            path("<uuid:pk>/decide/", self.admin_site.admin_view(self.decide_view), name="tools_app_approvalrequest_decide"),
+        ]
+        return urls + super().get_urls()
+
+    def queue_view(self, request):
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        pending = list(approval_queue())
+        for req in pending:
+            req.arguments_json = json.dumps(req.arguments, indent=2, ensure_ascii=False, sort_keys=True)
+            req.rule_pattern_default = req.details.get("command") or canonical_arguments(req.arguments)
+            req.decide_url = reverse("admin:tools_app_approvalrequest_decide", args=[req.pk])
+        context = {
+            **self.admin_site.each_context(request), "title": "Pending approvals", "pending": pending, "opts": self.model._meta,
+            "decide_url_template": reverse("admin:tools_app_approvalrequest_decide", args=[_PLACEHOLDER_ID]),
+            "placeholder_id": _PLACEHOLDER_ID, "can_decide": self.has_change_permission(request),
+        }
+        return TemplateResponse(request, "admin/tools_app/approval_queue.html", context)
+
+    def decide_view(self, request, pk):
+        queue = redirect("admin:tools_app_approvalrequest_queue")
+        if request.method != "POST":
+            return queue
+        if not self.has_change_permission(request):
+            raise PermissionDenied
+        post = request.POST
+        match = post.get("rule_match") or "exact"
+        try:
+            hours = int(post["rule_expires_hours"]) if post.get("rule_expires_hours") else None
+            req = approval_decide(
+                approval_id=pk, decision=post.get("decision", ""), actor=request.user, note=post.get("note", ""),
+                rule_match=match, rule_pattern=post.get("rule_pattern") if match != "exact" else None,
+                rule_user_only=bool(post.get("rule_user_only")),
+                rule_expires_at=timezone.now() + timedelta(hours=hours) if hours else None,
+            )
+        except ApplicationError as exc:
+            messages.error(request, exc.message)
+        except ValueError:
+            messages.error(request, "the rule expiry must be a whole number of hours")
+        else:
+            messages.success(request, f"{req.get_decision_display()}: {req.agent.key} {req.tool_name}")
+        return queue
+
+
+@admin.register(ApprovalRule)
+class ApprovalRuleAdmin(admin.ModelAdmin):
+    list_display = ["agent", "tool_name", "match", "pattern_short", "user_id", "use_count", "last_used_at", "expires_at",
+                    "revoked_at", "created_by", "created_at"]
+    list_filter = ["match", "tool_name", "agent", ("revoked_at", admin.EmptyFieldListFilter)]
+    search_fields = ["agent__key", "tool_name", "pattern", "user_id"]
+    list_select_related = ["agent", "created_by"]
+    readonly_fields = [f.name for f in ApprovalRule._meta.fields]
+    actions = ["revoke"]
+
+    def has_add_permission(self, request):
+        return False  # rules come from "allow always" decisions, bound to what was approved
+
+    @admin.display(description="pattern")
+    def pattern_short(self, obj):
+        return obj.pattern[:120]
+
+    @admin.action(description="Revoke selected rules")
+    def revoke(self, request, queryset):
+        for rule in queryset:
+            approval_rule_revoke(rule=rule, actor=request.user)
+        self.message_user(request, f"Revoked {queryset.count()} rule(s).", messages.SUCCESS)
+
+
+@admin.register(ToolPermission)
+class ToolPermissionAdmin(admin.ModelAdmin):
+    list_display = ["tool", "permission", "scope", "agent", "mode", "note", "updated_at"]
+    list_filter = ["permission", "scope", "mode"]
+    search_fields = ["tool", "agent__key", "note"]
+    autocomplete_fields = ["agent"]
+
+
+@admin.register(PendingChange)
+class PendingChangeAdmin(admin.ModelAdmin):
+    list_display = ["created_at", "agent", "session_key", "tool_name", "path", "status", "decided_by", "decided_at"]
+    list_filter = ["status", "tool_name", "agent"]
+    search_fields = ["agent__key", "path", "session_key"]
+    list_select_related = ["agent", "decided_by"]
+    readonly_fields = [f.name for f in PendingChange._meta.fields]
+    actions = ["accept", "reject"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def _decide(self, request, queryset, accept: bool):
+        results = {"accepted": 0, "rejected": 0, "failed": 0}
+        for change_id in queryset.order_by("created_at").values_list("pk", flat=True):
+            try:
+                change = pending_change_decide(change_id=change_id, accept=accept, actor=request.user)
+                results[change.status] += 1
+            except ApplicationError as exc:
+                messages.warning(request, exc.message)
+        self.message_user(request, ", ".join(f"{n} {k}" for k, n in results.items() if n) or "nothing to do")
+
+    @admin.action(description="Accept (apply) selected changes")
+    def accept(self, request, queryset):
+        self._decide(request, queryset, True)
+
+    @admin.action(description="Reject selected changes")
+    def reject(self, request, queryset):
+        self._decide(request, queryset, False)
