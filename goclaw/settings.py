@@ -228,6 +228,7 @@ WORKSPACES_DIR = env_path("GOCLAW_WORKSPACES_DIR", DATA_DIR / "workspaces")
 TOOL_RATE_LIMIT_PER_HOUR = env_int("GOCLAW_RATE_LIMIT_PER_HOUR", 150, minimum=0)
 TOOL_OUTPUT_BUDGET_CHARS = env_int("GOCLAW_OUTPUT_BUDGET_CHARS", 30_000, minimum=1_000)
 TOOL_DENIED_PATHS = env_list("GOCLAW_DENIED_PATHS", [".goclaw/", ".git/config"])
+APPROVAL_TIMEOUT_SECONDS = env_int("GOCLAW_APPROVAL_TIMEOUT_SECONDS", 120, minimum=10, maximum=86400)  # per agent: other_config
 TOOL_MAX_SUBAGENT_DEPTH = env_int("GOCLAW_MAX_SUBAGENT_DEPTH", 1, minimum=1, maximum=16)  # leaf deny applies at this depth
 TOOL_TOKEN_LAST_USED_INTERVAL = 60  # seconds between `last_used_at` writes for one token
 

@@ -28,7 +28,6 @@ from tools_app.models import Agent, ApprovalRequest, ApprovalRule, PendingChange
 
 logger = logging.getLogger("goclaw.approvals")
 
-DEFAULT_TIMEOUT_SECONDS = 120
 MAX_WAIT_SECONDS = 60
 POLL_SECONDS = 0.25
 HELD_TOOLS = frozenset({"write_file", "edit"})  # review/audit modes hold these as pending changes
@@ -236,7 +235,7 @@ def approval_gate(ctx: ToolContext, tool: Tool, args: dict, call) -> Any:
 
 # --- requests ---------------------------------------------------------------------------------------
 def approval_timeout(config: dict) -> timedelta:
-    seconds = config.get("approval_timeout_seconds") or getattr(settings, "APPROVAL_TIMEOUT_SECONDS", DEFAULT_TIMEOUT_SECONDS)
+    seconds = config.get("approval_timeout_seconds") or settings.APPROVAL_TIMEOUT_SECONDS
     return timedelta(seconds=int(seconds))
 
 
