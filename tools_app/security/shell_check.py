@@ -9,6 +9,8 @@ whole command (pipelines, download-then-run chains, fork bombs). See docs/shell-
 from __future__ import annotations
 
 import base64
+import fnmatch
+import ipaddress
 import posixpath
 import re
 import unicodedata
@@ -57,6 +59,9 @@ _G = [
     ("system_power", "shutdown/reboot/halt/poweroff, init 0/6, systemctl power verbs, sysrq-trigger."),
     ("disk_write", "Writes to block devices, mkfs/wipefs/partitioning, blkdiscard, hdparm erase."),
     ("package_install", "Package installs (observe only: approvals handle them elsewhere)."),
+    ("anti_forensics", "Erasing traces: shell history clearing/disabling, tampering with auth/audit logs and wtmp."),
+    ("security_disable", "Turning off defences: firewall flush/disable, SELinux/AppArmor off, stopping auditd/EDR, kernel hardening sysctls."),
+    ("network_tunnel", "Exposing local ports to the outside: ssh -R, ngrok tcp, chisel/frp/iodine, tmate, tunnels of ssh/rdp ports."),
 ]
 RULE_GROUPS: dict[str, RuleGroup] = {n: RuleGroup(n, d) for n, d in _G}
 
@@ -109,17 +114,57 @@ DANGER_ENV = _sh_set("LD_PRELOAD LD_LIBRARY_PATH LD_AUDIT DYLD_INSERT_LIBRARIES 
 CMD_ENV = _sh_set("PAGER MANPAGER GIT_PAGER EDITOR VISUAL GIT_EDITOR SYSTEMD_PAGER BROWSER")
 GIT_BAD_KEYS = re.compile(r"^(core\.(sshcommand|pager|editor|fsmonitor|hookspath|gitproxy|askpass)|protocol\.ext\.allow|uploadpack\.packobjectshook|diff\.external|.*\.(textconv|command)|filter\..*\.(clean|smudge|process)|sequence\.editor|credential\.helper)$", re.I)
 
+# Cloud instance-metadata services (credential theft / SSRF targets); numeric forms are decoded by _inet_aton.
+META_NAMES = _sh_set("metadata.google.internal metadata.goog metadata instance-data instance-data.ec2.internal metadata.tencentyun.com metadata.platformequinix.com")
+META_IPS = frozenset(int(ipaddress.IPv4Address(x)) for x in ("169.254.169.254", "169.254.170.2", "169.254.170.23", "100.100.100.200"))
+META_LITERALS = ("169.254.169.254", "169.254.170.2", "metadata.google.internal", "100.100.100.200", "fd00:ec2::254", "169-254-169-254", "a9fea9fe", "instance-data.ec2.internal")
+NETCLIENTS = DOWNLOADERS | NETCAT | _sh_set("xh curlie httpie openssl ssh ws websocat grpcurl")
+# Files worth stealing even when world-readable (used for copies/uploads to remote hosts, see r_exfil_copy).
+SENSITIVE_NAMES = re.compile(r"^(\.env(\.(?!(example|sample|template|dist|defaults?)$)[\w.-]+)?|.*\.(pem|key|p12|pfx|jks|keystore|kdbx|ppk|ovpn|tfstate)|id_(rsa|dsa|ecdsa|ed25519)(_sk)?|credentials(\.json)?|\.?(bash|zsh|sh|mysql|psql|python)_history|\.npmrc|\.pypirc|\.pgpass|\.netrc|\.git-credentials|wp-config\.php|service[-_]account.*\.json)$")
+SENSITIVE_SYS = ("/etc/passwd", "/etc/group", "/etc/master.passwd", "/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/ssh/ssh_host_", "/etc/kubernetes/admin.conf", "/etc/rancher/k3s/k3s.yaml", "/var/lib/kubelet/", "/run/secrets/", "/var/run/secrets/")
+UPLOAD_VERBS = _sh_set("cp mv sync put upload upload-batch copy copyto create send")
+UPLOADERS = _sh_set("aws gsutil gcloud az rclone s3cmd mc azcopy gh transfer smbclient b2 oci doctl")
+RAW_MEM = re.compile(r"^(/dev/(k?mem|port)|/proc/kcore|/proc/[^/]+/mem)$")
+HIST_VARS = _sh_set("HISTFILE HISTSIZE HISTFILESIZE SAVEHIST HISTIGNORE")
+HIST_FILES = _sh_set(".bash_history .zsh_history .history .sh_history .ash_history .python_history .mysql_history .psql_history .node_repl_history .lesshst .viminfo .rediscli_history .sqlite_history .local/share/fish/fish_history")
+SEC_LOGS = ("/var/log/auth.log", "/var/log/secure", "/var/log/wtmp", "/var/log/btmp", "/var/log/lastlog", "/var/log/faillog", "/var/log/syslog",
+            "/var/log/messages", "/var/log/kern.log", "/var/log/audit", "/var/log/sudo.log", "/var/log/journal", "/var/log/system.log",
+            "/var/run/utmp", "/run/utmp", "/var/log/*")
+SEC_SERVICES = re.compile(r"^(auditd|audit|apparmor|firewalld|ufw|iptables|ip6tables|nftables|netfilter-persistent|fail2ban|selinux\S*|falcon\S*|crowdstrike\S*|cbagentd|cbdaemon|sentinel\S*|s1-agent|mdatp|wdavdaemon|osqueryd?|wazuh-agent|wazuh-agentd|ossec\S*|clamav-daemon|clamav-freshclam|clamd|sysmon\S*|auditbeat|elastic-agent|elastic-endpoint|aide|tripwire|suricata|snort|rsyslog|rsyslogd|syslog|syslog-ng|systemd-journald|journald|amazon-guardduty-agent|qualys-cloud-agent|rapid7\S*|ir_agent|tanium\S*|xagt|cylancesvc|bdsec|sophos\S*|esets|kesl|apparmor\.service)(\.service)?$", re.I)
+KERNEL_SYSCTL = re.compile(r"^(kernel\.|fs\.suid_dumpable|fs\.protected_|net\.ipv[46]\.(ip_forward|conf\.[^.]+\.forwarding|conf\.[^.]+\.accept_source_route)|user\.max_user_namespaces|dev\.tty\.ldisc_autoload|vm\.mmap_min_addr|vm\.unprivileged_userfaultfd)")
+TUNNEL_TOOLS = _sh_set("chisel frpc frps iodine iodined dns2tcpc dns2tcpd ptunnel ptunnel-ng ligolo ligolo-ng revsocks rpivot gost tmate sish")
+TUNNEL_SHARE = _sh_set("ngrok cloudflared bore lt localtunnel pagekite pagekite.py zrok tailscale loophole expose serveo")
+REMOTE_ADMIN_PORTS = _sh_set("22 23 2222 3389 5900 5901 2375 2376 445 139")
+# Windows living-off-the-land binaries used to download or run payloads: name -> argument pattern that makes it hostile.
+LOLBINS = {
+    "certutil": re.compile(r"^[-/](urlcache|verifyctl|decode|decodehex)$", re.I),
+    "bitsadmin": re.compile(r"^/(transfer|addfile|setnotifycmdline|create)$", re.I),
+    "mshta": re.compile(r"https?://|javascript:|vbscript:", re.I),
+    "regsvr32": re.compile(r"^/i:\S*(https?://|scrobj)|scrobj\.dll", re.I),
+    "rundll32": re.compile(r"javascript:|url\.dll|ieframe\.dll|advpack\.dll|shell32\.dll,ShellExec_RunDLL", re.I),
+    "wmic": re.compile(r"^(call|create)$|/format:\S*https?://", re.I),
+    "msiexec": re.compile(r"https?://", re.I),
+    "installutil": re.compile(r"^/logfile=|^/u$", re.I),
+}
+WEBSHELL = re.compile(r"(system|exec|passthru|shell_exec|popen|proc_open|eval|assert|pcntl_exec)\s*\(\s*(base64_decode\s*\(\s*)?\$_(GET|POST|REQUEST|COOKIE|SERVER|FILES)|Runtime\.getRuntime\(\)\.exec\(\s*request\.getParameter|eval\s*\(\s*Request|Process\.Start\s*\(\s*Request", re.I)
+C_PAYLOAD = re.compile(r"set(e|re)?[ug]id\s*\(\s*0|system\s*\(|exec[lv]p?e?\s*\(|/bin/(ba|z|da)?sh|socket\s*\(|ptrace\s*\(|init_module|dup2\s*\(")
+COMPILERS = _sh_set("gcc cc clang g++ c++ tcc clang++ musl-gcc")
+
 _RX = {  # patterns applied to inline interpreter programs (python -c, perl -e, awk '...')
     "sock": re.compile(r"socket|fsockopen|TCPSocket|/inet/(tcp|udp)|net\.connect|createConnection|net\.Socket|IO::Socket|-rsocket|Socket::INET"),
     "exec": re.compile(r"subprocess|dup2|pty\.spawn|exec|system|popen|proc_open|spawn|child_process|/bin/(ba|z|da)?sh|\bsh\b|cmd\.exe|STDIN|os\.execute|\|&|getline"),
     "decode": re.compile(r"b64decode|decode64|base64|decode_base64|atob\(|fromhex|unhexlify|decompress|marshal\.loads|fromCharCode|FromBase64String|unpack\(\s*['\"]m|rot13|codecs\.decode|(\\x[0-9a-fA-F]{2}){4}"),
     "run": re.compile(r"\b(exec|eval|system|compile|Function|popen|iex|Invoke-Expression|execSync|spawnSync|os\.execute|loadstring|instance_eval)\b|\bIEX\b"),
     "remote": re.compile(r"urlopen|urllib|requests\.(get|post)|http\.get|https\.get|fetch\(|Net::HTTP|LWP|open-uri|file_get_contents\(\s*['\"]https?|DownloadString|Invoke-WebRequest|\bhttpx\b"),
+    "rawsock": re.compile(r"use\s+Socket|-M(IO::)?Socket|IO::Socket|Socket::INET|socket\s*\(\s*\w+\s*,\s*(PF|AF)_INET|socket\.socket\s*\(|import\s+socket|from\s+socket\s+import|create_connection\s*\(|TCPSocket|UDPSocket|Socket\.tcp|fsockopen|stream_socket_client|net\.connect|createConnection|net\.Socket|require\(\s*['\"]net['\"]\s*\)|socket\.tcp|socket\.connect|require\s*\(?\s*['\"]socket['\"]|/inet/(tcp|udp)|Sockets\.TCPClient|java\.net\.Socket"),
+    "connect": re.compile(r"connect|PeerAddr|PeerHost|TCPSocket\.(new|open)|fsockopen|stream_socket_client|create_connection|IO::Socket::INET\s*(->\s*new)?\s*\(?\s*['\"][^'\"]+:\d+|/inet/tcp/\d+/|TCPClient|new\s+Socket\s*\(|use\s+Socket|-MSocket"),
+    "ipv4": re.compile(r"(?<![\w.])(\d{1,3}(?:\.\d{1,3}){3})(?![\w.])"),
+    "pty": re.compile(r"pty\.spawn|pty\.fork\(|openpty.*exec|IO\.popen\(.*pty|require\s*['\"]pty['\"]"),
     "fork": re.compile(r"fork\s+while\s+fork|while\s*\(?\s*(1|true|True)\s*\)?\s*:?\s*\{?\s*(os\.)?fork|loop\s*\{\s*fork|for\s*\(\s*;\s*;\s*\)\s*\{?\s*fork"),
     "envdump": re.compile(r"(print|console\.log|puts|pp|p|json\.dumps|dump)\s*\(?\s*(dict\()?\s*(os\.environ|process\.env|ENV|%ENV)\s*\)?\s*\)?\s*(;|$)"),
     "secret": re.compile(r"\.ssh/id_(rsa|dsa|ecdsa|ed25519)(?!\.pub)|\.aws/credentials|/etc/shadow|\.git-credentials|\.netrc|/proc/\w+/environ"),
     "rmtree": re.compile(r"(?:rmtree|rm_rf|rm_r|rmSync|remove_tree|rimraf|rmdirSync)\s*\(\s*(['\"])(.*?)\1"),
-    "call": re.compile(r"(?:system|popen[23]?|exec[lv]?p?e?|execSync|execFileSync|spawnSync|spawn|shell_exec|passthru|proc_open|check_output|check_call|getoutput|getstatusoutput|call|run|Popen|execute|%x|qx)\s*\(?\s*(['\"])((?:\\.|(?!\1).)*)\1"),
+    "call": re.compile(r"(?:do\s+shell\s+script|system|popen[23]?|exec[lv]?p?e?|execSync|execFileSync|spawnSync|spawn|shell_exec|passthru|proc_open|check_output|check_call|getoutput|getstatusoutput|call|run|Popen|execute|%x|qx)\s*\(?\s*(['\"])((?:\\.|(?!\1).)*)\1"),
     "calllist": re.compile(r"(?:call|run|Popen|check_output|check_call|spawnSync|spawn|execv?p?)\s*\(\s*\[([^\]]*)\]"),
     "tick": re.compile(r"`([^`]+)`"),
     "awkpipe": re.compile(r"(['\"])((?:\\.|(?!\1).)*)\1\s*\|\s*getline|\|\s*(['\"])((?:\\.|(?!\3).)*)\3"),
@@ -133,6 +178,18 @@ def _show(s: str) -> str:
 
 def _base(a: str) -> str:
     return a.rsplit("/", 1)[-1] if "/" in a and not any(m in a for m in (U, S)) else a
+
+
+def _glob_name(a: str) -> bool:
+    """A command word with glob characters (`/???/r?`, `/bin/[r]m`, `/*/bash`) is resolved by the filesystem, not by us."""
+    return a not in ("[", "[[", "]]") and bool(re.search(r"[*?]|\[[^\]]+\]", a))
+
+
+def _name_unknown(cmd) -> None:
+    """Mark the command word unresolved when it is built from expansions or contains glob characters."""
+    a0 = cmd.argv[0] if cmd.argv else ""
+    cmd.globbed = bool(a0) and U not in a0 and S not in a0 and _glob_name(a0)
+    cmd.unknown = bool(a0) and (U in a0 or S in a0 or cmd.globbed)
 
 
 def _iname(nm: str) -> str:
@@ -317,7 +374,9 @@ class _Cmd:
     procs: list = field(default_factory=list)  # (direction, [commands]) of <(..)/>(..)
     code: list | None = None                   # inner commands of sh -c / eval / su -c / ssh host cmd
     icode: str | None = None                   # inline interpreter program
-    unknown: bool = False                      # command word built from unresolved expansions
+    unknown: bool = False                      # command word built from unresolved expansions (or a glob)
+    globbed: bool = False                      # command word contains glob characters (/???/r?, /bin/[r]m)
+    parent: str | None = None                  # interpreter whose shell-out produced this command (python, awk ...)
     indirect: bool = False
     stdin_exec: bool = False
     cwd: str | None = None                     # known working directory (after `cd /abs`)
@@ -474,12 +533,15 @@ def _writes(c: _Cmd) -> list:
     out = [t for op, t in c.redirs if ">" in op and not (op in (">&", "<&") and (t.isdigit() or t == "-"))]
     nm, ops = c.name, _operands(c.args, _sh_set("-t -S -m -o -g -u -n -s -e -f -I -i"))
     if nm == "tee" or nm in ("rm", "unlink", "rmdir", "shred", "truncate", "srm", "wipe"):
-        out += ops
+        out += _operands(c.args, _sh_set("-n -s -r --size --reference --iterations --random-source"))
     elif nm in ("cp", "install", "ln", "rsync", "scp") and len(ops) >= 2:
         out.append(ops[-1])
     elif nm == "mv":
         out += ops
-    elif nm in ("chmod", "chown", "chgrp", "chattr", "setfacl"):
+    elif nm == "chattr":  # chattr [-RVf] [+-=attrs] files: the mode word may start with '-'
+        k = next((i for i, a in enumerate(c.args) if re.fullmatch(r"[-+=][aAcCdDeFijmPsStTux]+", a)), None)
+        out += [a for a in c.args[k + 1:] if not a.startswith("-")] if k is not None else ops
+    elif nm in ("chmod", "chown", "chgrp", "setfacl"):
         out += ops[1:]
     elif nm == "dd":
         out += [a[3:] for a in c.args if a.startswith("of=")]
@@ -502,6 +564,7 @@ class _An:
         self.hits: list[tuple[str, str, bool]] = []
         self.funcs, self.loops, self.flags = [], [], set()
         self.npipe, self.cwd = 0, None
+        self.written: dict[str, str] = {}  # basename -> literal text written earlier in this command line
         self._subs, self._procs, self._ind = [], [], False
 
     def pipe(self) -> int:
@@ -880,7 +943,7 @@ class _An:
             if not words:
                 self.vars.update(assigns)
             cmd = _Cmd(argv, assigns, redirs, r.pipe, r.stage, r.bg, depth, subs=self._subs, procs=self._procs)
-            cmd.unknown = bool(argv) and (U in argv[0] or S in argv[0])
+            _name_unknown(cmd)
             cmd.indirect, cmd.cwd = self._ind, self.cwd
             if words and argv and argv[0] != words[0] and not cmd.unknown and not words[0].startswith(("$", '"$')):
                 self.flags.add("obfuscated_name")
@@ -915,12 +978,12 @@ class _An:
                 cmd.code = self.text(val, depth + 1)
                 break
             cmd.argv = val
-            cmd.unknown = bool(val) and (U in val[0] or S in val[0])
+            _name_unknown(cmd)
         nm = cmd.name
         if nm in ("cd", "pushd"):
             t = (cmd.args or ["~"])[0]
             self.cwd = _npath(t) if t.startswith(("/", "~")) and not (U in t or S in t) else cmd.path(t) if self.cwd and U not in t else None
-        if cmd.unknown and "-c" in cmd.args[:-1]:
+        if cmd.unknown and "-c" in cmd.args[:-1] and not (nm in SHELLS or _iname(nm) in SHELLS):
             cmd.subs.extend(self.text(cmd.args[cmd.args.index("-c") + 1], depth + 1))
         if nm in SHELLS or _iname(nm) in SHELLS:
             code, script = _shell_args(cmd.args)
@@ -929,29 +992,51 @@ class _An:
                 cmd.code = self.text(code, depth + 1)
             elif script is None and body is not None:
                 cmd.code = self.text(body, depth + 1)
+            elif script is not None and _base(script) in self.written:
+                cmd.subs.extend(self.text(self.written[_base(script)], depth + 1))
+        elif nm in ("at", "batch"):
+            body = next((t for op, t in cmd.redirs if op in ("<<", "<<<")), None)
+            if body is not None:
+                cmd.code = self.text(body, depth + 1)
         elif nm == "find":
             self._find_exec(cmd, depth)
         elif nm in ("eval", "source", "."):
             if nm == "eval":
                 cmd.code = self.text(" ".join(cmd.args), depth + 1)
+            elif cmd.args and _base(cmd.args[0]) in self.written:
+                cmd.subs.extend(self.text(self.written[_base(cmd.args[0])], depth + 1))
         else:
             cmd.icode = _interp_code(cmd)
             if cmd.icode:
                 self._shell_outs(cmd, depth)
+        if cmd.argv and "/" in cmd.argv[0] and not cmd.unknown and nm in self.written and cmd.code is None:
+            cmd.subs.extend(self.text(self.written[nm], depth + 1))  # echo '..' > x.sh && ./x.sh
         if cmd.stage > 0 and _executes_stdin(cmd):
             self._piped_script(cmd, depth)
+        self._track_written(cmd, depth)
         self.cmds.append(cmd)
+
+    def _track_written(self, cmd: _Cmd, depth: int):
+        """Remember literal text written by echo/printf/cat-heredoc so a later `sh x.sh`/`./x.sh` is analysed.
+
+        Text written into git hooks is analysed at once: git runs it later without any visible command."""
+        text = _literal_text(cmd)
+        if text is None:
+            return
+        for op, t in cmd.redirs:
+            if op in (">", ">>", ">|") and t and U not in t and S not in t:
+                b = _base(t)
+                self.written[b] = (self.written.get(b, "") + "\n" + text) if op == ">>" else text
+                if ".git/hooks/" in t:
+                    cmd.subs.extend(self.text(text, depth + 1))
 
     def _piped_script(self, cmd: _Cmd, depth: int):
         """`echo 'ls' | sh`, `cat <<EOF | bash`: analyse the literal text the interpreter will run."""
         for u in self.cmds:
             if u.pipe == cmd.pipe and u.stage < cmd.stage:
-                texts = [t for op, t in u.redirs if op in ("<<", "<<<")] if u.name == "cat" else []
-                if u.name in ("echo", "printf"):
-                    text = " ".join(a for a in u.args if a not in ("-n", "-e", "-E"))
-                    texts.append(_unescape(text) if u.name == "printf" or "-e" in u.args else text)
-                for text in texts:
-                    if cmd.name in SHELLS or _iname(cmd.name) in SHELLS or cmd.unknown:
+                text = _literal_text(u)
+                for text in ([text] if text is not None else []):
+                    if cmd.name in SHELLS or _iname(cmd.name) in SHELLS or cmd.unknown or cmd.name in ("at", "batch"):
                         cmd.subs.extend(self.text(text, depth + 1))
                     elif not cmd.icode:
                         cmd.icode = text
@@ -985,7 +1070,10 @@ class _An:
             lits += [m.group(2) or m.group(4) for m in _RX["awkpipe"].finditer(code)]
         for lit in lits[:16]:
             if lit and lit.strip():
-                cmd.subs.extend(self.text(_unescape(lit), depth + 1))
+                inner = self.text(_unescape(lit), depth + 1)
+                for x in inner:
+                    x.parent = x.parent or cmd.name
+                cmd.subs.extend(inner)
         if re.search(r"(system|exec|eval|popen)\s*\(?\s*(\$0|\$_|<STDIN>|sys\.stdin|STDIN|gets|readline|input\()", code):
             cmd.stdin_exec = True
 
@@ -1059,6 +1147,16 @@ def _unescape(s: str) -> str:
     return _ansi_c(s.replace("'", "\\'") + "'", 0)[0]
 
 
+def _literal_text(u) -> str | None:
+    """Literal text printed by `echo`/`printf` or fed to `cat` by a heredoc/here-string, else None."""
+    if u.name == "cat" and not u.args:
+        return next((t for op, t in u.redirs if op in ("<<", "<<<")), None)
+    if u.name in ("echo", "printf") and not u.subs:
+        text = " ".join(a for a in u.args if a not in ("-n", "-e", "-E"))
+        return _unescape(text) if u.name == "printf" or "-e" in u.args else text
+    return None
+
+
 def _shell_args(args: list) -> tuple:
     """(code for -c or None, script operand or None) for sh/bash/zsh style argv."""
     has_c, i = False, 0
@@ -1083,6 +1181,9 @@ def _shell_args(args: list) -> tuple:
     return None, (rest[0] if rest else None)
 
 
+PWSH_VALUE_OPTS = _sh_set("-w -windowstyle -executionpolicy -ep -ex -exec -version -v -inputformat -if -outputformat -of -configurationname -workingdirectory -wd -settingsfile -custompipename")
+
+
 def _interp_code(cmd: _Cmd) -> str | None:
     """Inline program of python -c / perl -e / awk '...' / pwsh -enc, or a heredoc fed to an interpreter."""
     nm, args = cmd.name, cmd.args
@@ -1093,8 +1194,15 @@ def _interp_code(cmd: _Cmd) -> str | None:
     flags = INTERP.get(base)
     if flags is None:
         return None
+    skip = False
     for i, a in enumerate(args):
         al = a.lower() if base in ("pwsh", "powershell") else a
+        if skip:
+            skip = False
+            continue
+        if base in ("pwsh", "powershell") and al in PWSH_VALUE_OPTS:
+            skip = True  # -w hidden, -ExecutionPolicy Bypass ... precede the code
+            continue
         if al in flags or (base in ("perl", "ruby") and re.fullmatch(r"-[a-zA-Z]*[eE]", a)):
             code = args[i + 1] if i + 1 < len(args) else ""
             if base in ("pwsh", "powershell") and al.startswith(("-e", "-enc")) and al != "-command":
@@ -1146,6 +1254,50 @@ def _skip(args: list, with_arg: frozenset) -> int:
     return i
 
 
+_DOCKER_VAL = _sh_set(
+    "-e --env --env-file -u --user -w --workdir --detach-keys -v --volume --mount -p --publish --name --network --net --entrypoint "
+    "-l --label --label-file --cpus -m --memory --memory-swap --platform --restart --add-host --cap-add --cap-drop --device --dns "
+    "--dns-search --hostname -h --ipc --pid --security-opt --tmpfs --ulimit --log-driver --log-opt --gpus --shm-size --runtime "
+    "--userns --uts --cidfile --cgroupns --cgroup-parent --cpu-shares -c --cpuset-cpus --health-cmd --volumes-from --link --expose "
+    "--pull --network-alias --ip --ip6 --group-add --sysctl --pids-limit --index -f --file -H --host --context --project-name "
+    "--project-directory --profile --stop-signal --stop-timeout --annotation -a --attach --mac-address --domainname --oom-score-adj")
+_KUBE_VAL = _sh_set("-c --container -n --namespace --context --cluster --kubeconfig -f --filename --pod-running-timeout --image --restart -l --selector --as --user -s --server")
+
+
+def _container_inner(nm: str, args: list) -> list | None:
+    """Command run inside a container by `docker exec/run`, `docker compose exec/run`, `kubectl exec/run/debug -- CMD`.
+
+    The payload runs with the container's (often root) privileges and mounts, so it is judged like a local command."""
+    if nm in ("kubectl", "oc"):
+        k = next((i for i, a in enumerate(args) if a in ("exec", "run", "debug")), None)
+        if k is None:
+            return None
+        rest = args[k + 1:]
+        if "--" in rest:
+            return rest[rest.index("--") + 1:] or None
+        return _after_first_operand(rest, _KUBE_VAL) if args[k] == "exec" else None
+    i = 0
+    while i < len(args) and args[i].startswith("-"):  # global options: docker -H x / compose -f x.yml
+        i += 2 if args[i] in _DOCKER_VAL else 1
+    if args[i:i + 1] in (["container"], ["compose"]):
+        i += 1
+        while i < len(args) and args[i].startswith("-"):
+            i += 2 if args[i] in _DOCKER_VAL else 1
+    if args[i:i + 1] not in (["exec"], ["run"]):
+        return None
+    return _after_first_operand(args[i + 1:], _DOCKER_VAL)
+
+
+def _after_first_operand(args: list, with_arg: frozenset) -> list | None:
+    """Everything after the first operand (container/image/pod), skipping leading options; inner options stay intact."""
+    i = 0
+    while i < len(args) and args[i].startswith("-") and args[i] != "--":
+        i += 2 if args[i] in with_arg else 1
+    if i < len(args) and args[i] == "--":
+        i += 1
+    return args[i + 1:] or None
+
+
 def _unwrap(an: _An, cmd: _Cmd):
     """Return ('argv', inner_argv) / ('code', shell_text) for wrapper commands, else None."""
     nm, args = cmd.name, cmd.args
@@ -1180,6 +1332,9 @@ def _unwrap(an: _An, cmd: _Cmd):
         return None
     if nm == "trap" and args and args[0] not in ("-p", "-l"):
         return ("code", args[0])
+    if nm in ("docker", "podman", "nerdctl", "docker-compose", "kubectl", "oc"):
+        inner = _container_inner(nm, args)
+        return ("argv", inner) if inner else None
     if nm == "ssh":
         ops = _operands(args, _sh_set("-b -c -D -E -e -F -I -i -J -L -l -m -O -o -p -Q -R -S -W -w -B"))
         return ("code", " ".join(ops[1:])) if len(ops) > 1 else None
@@ -1246,6 +1401,8 @@ def _executes_stdin(c: _Cmd) -> bool:
         ops = _operands(c.args, _sh_set("-W -X -r --require -I -M -x"))
         return c.icode is None and (not ops or ops[0] in ("-", "/dev/stdin"))
     if nm in ("source", ".") and c.args[:1] in (["/dev/stdin"], ["-"]):
+        return True
+    if nm in ("at", "batch") and not any(x.startswith("-f") or x in ("-l", "-r", "-d", "-c") for x in c.args):
         return True
     return any(d == ">" and any(_executes_stdin(x) for x in cs) for d, cs in c.procs)
 
@@ -1382,6 +1539,14 @@ def r_revshell(an, c):
     code = " ".join(c.argv) if c.icode else ""
     if code and _RX["sock"].search(code) and _RX["exec"].search(code):
         out.append((f"{nm} one-liner wires a socket to a shell/exec", True))
+    elif code:
+        out += _raw_socket(nm, code)
+    if (code and _RX["pty"].search(code)) or (_iname(nm) == "python" and _python_module(a) == "pty"):
+        out.append((f"{nm} spawns a PTY shell (reverse-shell TTY upgrade)", True))
+    if nm == "socat" and any(re.search(r"tty|pty|raw,echo=0|^file:" + S, x, re.I) for x in a) and any(re.match(r"(tcp|udp|ssl|openssl|sctp)[46]?(-listen|-connect)?:", x, re.I) for x in a):
+        out.append(("socat bridges a terminal to a network socket", True))
+    if nm == "ztcp" and a and not a[0].startswith("-") and not _loopback(a[0]):
+        out.append(("zsh ztcp opens a raw TCP connection", True))
     if nm in NETCAT or (nm == "openssl" and "s_client" in a):
         shells = [u for u in an.pipes.get(c.pipe, []) if u is not c and (u.name in SHELLS or _iname(u.name) in SHELLS) and u.code is None]
         if shells:
@@ -1389,8 +1554,64 @@ def r_revshell(an, c):
     return out
 
 
+def _python_module(args: list) -> str | None:
+    """Module run by `python -m MOD` (`python3 -m pty` spawns a shell on a new PTY)."""
+    i = args.index("-m") if "-m" in args else -1
+    return args[i + 1] if 0 <= i < len(args) - 1 else None
+
+
+def _raw_socket(nm: str, code: str) -> list:
+    """Inline programs that open an outbound raw TCP socket: reverse-shell staging even without an exec yet.
+
+    Denied when they target a literal non-loopback IP, or for perl `use Socket`/IO::Socket (a reverse-shell staple);
+    a UDP `connect` + `getsockname` (the "what is my IP" idiom) and loopback-only targets are left alone."""
+    if not (_RX["rawsock"].search(code) and _RX["connect"].search(code)):
+        return []
+    if "SOCK_DGRAM" in code and "getsockname" in code:
+        return []
+    ips = [ip for ip in _RX["ipv4"].findall(code) if not _loopback(ip)]
+    perl = _iname(nm) == "perl" and re.search(r"use\s+Socket|-M(IO::)?Socket|IO::Socket|Socket::INET", code)
+    if ips or (perl and not re.search(r"localhost|127\.0\.0\.1", code)):
+        return [(f"{nm} one-liner opens a raw TCP connection{' to ' + ips[0] if ips else ''}", True)]
+    return [(f"{nm} one-liner opens a TCP connection", False)]
+
+
+def _could_be(pattern: str) -> str | None:
+    """A dangerous program name the glob command word could expand to (`/???/r?` -> rm)."""
+    base = pattern.rsplit("/", 1)[-1]
+    return next((n for n in sorted(GLOB_DANGER) if fnmatch.fnmatchcase(n, base)), None)
+
+
+GLOB_DANGER = SHELLS | _sh_set("rm srm shred dd mkfs nc ncat netcat socat telnet curl wget python python3 perl ruby php node lua chmod chown cat base64 sudo su kill busybox env xargs awk find tar openssl ssh scp tee cp mv")
+
+
+def _lolbin(c) -> list:
+    """Windows living-off-the-land binaries (certutil -urlcache, bitsadmin /transfer, mshta http:, regsvr32 /i:http)."""
+    w = c.name.lower().removesuffix(".exe")
+    rx = LOLBINS.get(w)
+    if rx and any(rx.search(x) for x in c.args):
+        return [(f"{w} used to download or run a payload (LOLBin)", True)]
+    return []
+
+
+def _written_payload(an, c) -> list:
+    """Web shells written to disk and inline C compiled from stdin that spawns shells or sets uid 0."""
+    text = _literal_text(c)
+    if text is not None and any(">" in op for op, _ in c.redirs) and WEBSHELL.search(text):
+        return [("writes a web shell", True)]
+    if c.name in COMPILERS and "-" in c.args:
+        src = [t for op, t in c.redirs if op in ("<<", "<<<")] + [_literal_text(u) or "" for u in an.pipes.get(c.pipe, []) if u.stage < c.stage]
+        if any(C_PAYLOAD.search(x) for x in src):
+            return [(f"{c.name} compiles an inline payload that spawns a shell / changes uid", True)]
+    return []
+
+
 def r_code_exec(an, c):
-    out = []
+    out = _lolbin(c) + _written_payload(an, c)
+    if c.globbed:
+        hit = _could_be(c.argv[0])
+        if hit:
+            out.append((f"glob command name {_show(c.argv[0])} can expand to {hit}", True))
     if c.unknown:
         danger = [x for x in c.args if _critical(x) or _BLOCKDEV.match(x) or re.fullmatch(r"-[rRf]{2,}|--no-preserve-root|--recursive", x) or "/dev/tcp" in x]
         if danger or c.indirect or any(_is_fetch(s) or _is_decoder(s) for s in c.subs):
@@ -1426,6 +1647,10 @@ def r_priv(an, c):
         return [(f"runs via {w[0]}", True)]
     if nm in PRIV:
         return [(f"{nm} changes identity/privileges", True)]
+    if (nm in SHELLS or _iname(nm) in SHELLS) and "p" in _shorts(a[:next((i for i, x in enumerate(a) if not x.startswith(("-", "+"))), len(a))]):
+        return [(f"{nm} -p keeps setuid privileges", True)]
+    if nm == "find" and re.search(r"-perm\s+[-/+]?(u=s|g=s|[0-7]*[246]000|-u=s)", " ".join(a)):
+        return [("searches for setuid binaries (privilege-escalation recon)", False)]
     if nm == "mount" and _operands(a, _sh_set("-t -o -L -U")) or nm == "umount":
         return [(f"{nm} changes mounts", True)]
     if nm == "chmod":
@@ -1457,10 +1682,31 @@ def r_env_inject(an, c):
 
 
 def r_container(an, c):
-    nm, a = c.name, c.args
     out = []
-    if nm not in DATA_CMDS and any("docker.sock" in x for x in a + [t for _, t in c.redirs]):
+    if c.name not in DATA_CMDS and any("docker.sock" in x for x in c.args + [t for _, t in c.redirs] + [y for w in c.wrapped for y in w]):
         out.append(("touches the Docker socket", True))
+    for argv in c.wrapped + [c.argv]:  # docker exec/run and kubectl exec are unwrapped to their payload
+        if argv:
+            out += _container_flags(_base(argv[0]), argv[1:])
+    for w in [x for x in c.wrapped + [c.argv] if x]:
+        if _base(w[0]) == "nsenter" and re.search(r"(^|\s)(-t\s*1|--target[= ]1)(\s|$)", " ".join(w[1:])):
+            out.append(("nsenter into PID 1 namespaces", True))
+    a = c.args
+    if any("/proc/1/root" in x for x in a + [t for _, t in c.redirs]):
+        out.append(("reaches the host filesystem via /proc/1/root", True))
+    for t in _writes(c) + [x for x in a if "release_agent" in x]:
+        n = _npath(t)
+        if n.startswith(("/proc/sys/", "/sys/kernel/", "/sys/fs/cgroup")) or "release_agent" in n or "notify_on_release" in n:
+            out.append((f"writes kernel/cgroup control file {_show(t)}", True))
+            break
+    return out
+
+
+def _container_flags(nm, a):
+    """Privileged / host-namespace / host-mount options of one docker/podman/kubectl invocation."""
+    out = []
+    if a[:1] == ["compose"]:
+        a = a[1:]
     if nm in ("docker", "podman", "nerdctl") and a[:1] and a[0] in ("run", "create", "exec", "container"):
         j = " ".join(a)
         if re.search(r"--privileged|--(pid|userns|uts|ipc)[= ]host|--cap-add[= ](SYS_ADMIN|ALL|SYS_MODULE|SYS_PTRACE|DAC_READ_SEARCH)|(apparmor|seccomp)[=:]unconfined|label[=:]disable|--device[= ]/dev/(sd|nvme|mem|kmsg)", j, re.I):
@@ -1473,16 +1719,6 @@ def r_container(an, c):
                     out.append((f"mounts host path {src} into a container", True))
     if nm == "kubectl" and re.search(r"privileged\"?\s*:\s*true|hostPID|hostPath|--privileged", " ".join(a)):
         out.append(("kubectl privileged/host pod", True))
-    for w in [x for x in c.wrapped + [c.argv] if x]:
-        if _base(w[0]) == "nsenter" and re.search(r"(^|\s)(-t\s*1|--target[= ]1)(\s|$)", " ".join(w[1:])):
-            out.append(("nsenter into PID 1 namespaces", True))
-    if any("/proc/1/root" in x for x in a + [t for _, t in c.redirs]):
-        out.append(("reaches the host filesystem via /proc/1/root", True))
-    for t in _writes(c) + [x for x in a if "release_agent" in x]:
-        n = _npath(t)
-        if n.startswith(("/proc/sys/", "/sys/kernel/", "/sys/fs/cgroup")) or "release_agent" in n or "notify_on_release" in n:
-            out.append((f"writes kernel/cgroup control file {_show(t)}", True))
-            break
     return out
 
 
@@ -1498,6 +1734,8 @@ def r_filter_bypass(an, c):
     out = []
     if c.wrappers[-1:] == ["find"] and (nm in SHELLS or _iname(nm) in SHELLS) and c.code is None:
         out.append(("find -exec spawns a shell", True))
+    if c.parent and (nm in SHELLS or _iname(nm) in SHELLS) and c.code is None and _shell_args(a)[1] is None:
+        out.append((f"{c.parent} spawns an interactive shell (escape from a restricted program)", True))
     if nm == "sed":
         scripts = [a[i + 1] for i, x in enumerate(a[:-1]) if x in ("-e", "--expression")] or _operands(a, _sh_set("-f -l"))[:1]
         for s in scripts:
@@ -1637,6 +1875,8 @@ def w_download_exec(an):
             got.update(_base(t) for op, t in c.redirs if ">" in op)
             got.update(_base(t) for u in an.pipes.get(c.pipe, []) if u.name == "tee" for t in _operands(u.args))
             continue
+        if _is_decoder(c) and nm not in ("echo", "printf", "tr", "rev"):  # base64 -d > a.sh && sh a.sh
+            got.update(_base(t) for op, t in c.redirs if ">" in op)
         run = None
         if nm in SHELLS or _iname(nm) in SHELLS:
             run = _shell_args(a)[1] if c.code is None else None
@@ -1662,10 +1902,237 @@ def w_flags(an):
     return out
 
 
+# ---------------------------------------------------------------- rules added after red-team review
+
+def _inet_aton(h: str) -> int | None:
+    """IPv4 the way inet_aton/curl parse it: 2852039166, 0xa9fea9fe, 0251.0376.0251.0376, 169.254.43518."""
+    parts = h.split(".")
+    if not 1 <= len(parts) <= 4 or not all(re.fullmatch(r"0[xX][0-9a-fA-F]+|\d+", p) for p in parts):
+        return None
+    vals = [int(p, 16) if p[:2].lower() == "0x" else int(p, 8) if len(p) > 1 and p[0] == "0" and p.isdigit() and set(p) <= set("01234567") else int(p) for p in parts]
+    head, last = vals[:-1], vals[-1]
+    if any(v > 255 for v in head) or last >= 256 ** (4 - len(head)):
+        return None
+    return sum(v << (24 - 8 * i) for i, v in enumerate(head)) + last
+
+
+def _meta_host(h: str) -> bool:
+    """True for a cloud instance-metadata host in any spelling (name, dotted, decimal, hex, octal, IPv6, rebinding names)."""
+    h = h.strip("[]'\"").split("%")[0].lower().rstrip(".")
+    if not h:
+        return False
+    if h in META_NAMES or any(x in h for x in ("169.254.169.254", "169-254-169-254", "a9fea9fe")):
+        return True
+    n = _inet_aton(h)
+    if n is not None:
+        return n in META_IPS
+    try:
+        ip = ipaddress.ip_address(h)
+    except ValueError:
+        return False
+    v4 = getattr(ip, "ipv4_mapped", None)
+    return ip == ipaddress.ip_address("fd00:ec2::254") or (v4 is not None and int(v4) in META_IPS)
+
+
+_URLHOST = re.compile(r"[a-zA-Z][\w+.-]*://(?:[^@/?#\s'\"]*@)?(\[[^\]\s]*\]|[^/:?#\s'\"]+)")
+
+
+def r_metadata(an, c):
+    """Requests to cloud metadata endpoints steal instance credentials (IAM role keys, service-account tokens)."""
+    if not (c.name in NETCLIENTS or c.icode or (c.unknown and c.args)):
+        return []
+    texts = list(c.args) + ([c.icode] if c.icode else [])
+    hosts = [m.group(1) for t in texts for m in _URLHOST.finditer(t)]
+    for a in (c.args if c.name in NETCLIENTS else []):  # `curl 169.254.169.254/x`, `nc IP 80`, `--resolve h:80:IP`
+        m = re.match(r"(?:[^@/\s]*@)?(\[[^\]]*\]|[^/:\s]+)", a)
+        if m and not a.startswith("-") and (m.group(1) != "metadata" or a.startswith(("metadata/", "metadata:"))):
+            hosts.append(m.group(1))
+        hosts += [x for x in re.split(r"[:,=\s]", a) if x[:1].isdigit()]
+    if c.icode:
+        hosts += [m.group(2) for m in _RX["lit"].finditer(c.icode) if m.group(2).lower() != "metadata"]  # d["metadata"] is data
+    low = " ".join(texts).lower()
+    if any(h and _meta_host(h) for h in hosts) or any(x in low for x in META_LITERALS):
+        return [("request to a cloud metadata endpoint (instance credential theft)", True)]
+    return []
+
+
+def _sensitive(p: str) -> bool:
+    """Secrets plus files an attacker wants off the box even when world-readable (passwd, .env, keys, certificates)."""
+    if not p or p.startswith("-"):
+        return False
+    if _secret(p):
+        return True
+    q = p.lstrip("@<")
+    if "=@" in q or "=<" in q:
+        q = re.split(r"=[@<]", q, 1)[1]
+    h = _home_rel(q) or _npath(q)
+    b = h.rstrip("/").rsplit("/", 1)[-1]
+    return h.startswith(SENSITIVE_SYS) or bool(SENSITIVE_NAMES.match(b)) or (h.startswith("~/") and h[2:] in HIST_FILES)
+
+
+def _remote_spec(a: str) -> str | None:
+    """Host of an scp/rsync remote operand (`user@host:path`, `host:`, `rsync://host/x`), else None."""
+    m = _URL.match(a)
+    if m:
+        return m.group(1).strip("[]")
+    m = re.match(r"^(?:[^@/:\s]+@)?(\[[^\]]+\]|[A-Za-z0-9_.-]+):", a)
+    return m.group(1).strip("[]") if m and not a.startswith(("/", "./", "~")) else None
+
+
+def r_exfil_copy(an, c):
+    """Sensitive local files copied to a remote host (scp/rsync/sftp put/cloud CLIs) or piped into a network client."""
+    nm, a = c.name, c.args
+    if nm in ("scp", "rsync", "rclone"):
+        ops = _operands(a, _sh_set("-i -P -p -o -F -c -l -S -J -e --rsh --exclude --include --filter -f --rsync-path --port --password-file --config"))
+        if nm == "rclone":
+            ops = ops[1:]
+        dest = _remote_spec(ops[-1]) if len(ops) >= 2 else None
+        if dest is not None and not _loopback(dest):
+            src = next((x for x in ops[:-1] if _sensitive(x) and _remote_spec(x) is None), None)
+            if src:
+                return [(f"{nm} copies sensitive file {_show(src)} to remote host {dest}", True)]
+    if nm in ("sftp", "ftp", "lftp", "smbclient", "tftp"):
+        body = " ".join([t for op, t in c.redirs if op in ("<<", "<<<")] + [_literal_text(u) or "" for u in an.pipes.get(c.pipe, []) if u.stage < c.stage] + a)
+        for m in re.finditer(r"\b(m?put|reput|send|append)\s+(\S+)", body):
+            if _sensitive(m.group(2).strip("'\"")):
+                return [(f"{nm} uploads sensitive file {_show(m.group(2))}", True)]
+    if nm in UPLOADERS:  # aws s3 cp SRC.. DEST, gsutil cp, az storage blob upload -f F, gh gist create F..
+        ops = [x for x in a if not x.startswith("-")]
+        k = next((i for i, x in enumerate(ops) if x in UPLOAD_VERBS), None)
+        srcs = [] if k is None else ops[k + 1:] if nm == "gh" else ops[k + 1:-1]
+        x = next((x for x in srcs if "://" not in x and _sensitive(x)), None)
+        if x:
+            return [(f"{nm} uploads sensitive file {_show(x)}", True)]
+    if nm in NETCLIENTS and _remote(c):
+        ups = [u for u in an.pipes.get(c.pipe, []) if u.stage < c.stage]
+        srcs = [t for op, t in c.redirs if op == "<"] + [x for u in ups if u.name in READERS or u.unknown for x in u.args] + [t for u in ups for op, t in u.redirs if op == "<"]
+        x = next((x for x in srcs if _sensitive(x)), None)
+        if x:
+            return [(f"sensitive file {_show(x)} sent to {nm}", True)]
+    return []
+
+
+def r_raw_memory(an, c):
+    """Reading physical/kernel/process memory (/dev/mem, /proc/kcore, /proc/PID/mem) harvests keys and passwords."""
+    srcs = [t for op, t in c.redirs if op == "<"]
+    if c.name in READERS or c.unknown or c.name in ("strings", "dd", "hexdump", "xxd", "od", "grep", "volatility", "gcore"):
+        srcs += [x[3:] if x.startswith("if=") else x for x in c.args]
+    if c.icode:
+        srcs += [m.group(2) for m in _RX["lit"].finditer(c.icode)]
+    x = next((x for x in srcs if RAW_MEM.match(_npath(x))), None)
+    return [(f"reads raw memory {x}", True)] if x else []
+
+
+def _hist_value_off(k: str, v: str) -> bool:
+    v = v.strip("'\"")
+    if k == "HISTFILE":
+        return True
+    if k == "HISTIGNORE":
+        return v in ("*", "*:*", "'*'")
+    return v in ("", "0") or v.startswith("-")
+
+
+def r_anti_forensics(an, c):
+    """Clearing or disabling shell history and tampering with auth/audit logs hides what was done."""
+    nm, a = c.name, c.args
+    out = []
+    if nm == "history" and set(_shorts(a)) & set("cdw"):
+        out.append((f"history {' '.join(a)[:20]} erases/rewrites shell history", True))
+    if nm == "unset" and set(a) & HIST_VARS:
+        out.append(("unset disables shell history", True))
+    if nm == "set" and "+o" in a and "history" in a:
+        out.append(("set +o history disables shell history", True))
+    for k, v in c.assigns.items():
+        if k in HIST_VARS and _hist_value_off(k, v):
+            out.append((f"sets {k}={_show(v)} to disable history", True))
+    for t in _writes(c) + ([a[-1]] if nm == "ln" and a else []):
+        h, n = _home_rel(t), _npath(t)
+        if (h and h[2:] in HIST_FILES) or n in SEC_LOGS or n.startswith(tuple(x + "/" for x in SEC_LOGS)) or re.match(r"/var/log/(wtmp|btmp|auth\.log|secure|syslog|messages)[.*\d-]", n):
+            out.append((f"tampers with {_show(t)}", True))
+            break
+    if nm.lower().removesuffix(".exe") == "wevtutil" and set(x.lower() for x in a) & {"cl", "clear-log", "sl"}:
+        out.append(("wevtutil clears Windows event logs", True))
+    if c.icode and re.search(r"Clear-EventLog|Remove-EventLog|Clear-History", c.icode, re.I):
+        out.append(("PowerShell clears event logs/history", True))
+    return out
+
+
+def r_security_disable(an, c):
+    """Firewall flushes, SELinux/AppArmor off, stopping audit/EDR agents and weakening kernel hardening."""
+    nm, a = c.name, c.args
+    low = [x.lower() for x in a]
+    if re.fullmatch(r"(ip6?|eb|arp)tables(-legacy|-nft)?", nm):
+        shorts = "".join(x[1:] for x in a if x.startswith("-") and not x.startswith("--"))
+        pol = next((a[i + 2] for i, x in enumerate(a[:-2]) if x in ("-P", "--policy")), "")
+        open_all = set(a) & {"-I", "-A", "--insert", "--append"} and "ACCEPT" in a and not set(a) & {"-s", "--source", "-p", "--protocol", "-i", "-m", "--dport", "-d"}
+        if set(shorts) & set("FX") or set(a) & {"--flush", "--delete-chain"} or pol.upper() == "ACCEPT" or open_all:
+            return [(f"{nm} {' '.join(a)[:30]} removes firewall rules", True)]
+    if nm == "nft" and ("flush" in low or ("delete" in low and set(low) & {"table", "chain", "ruleset"})):
+        return [("nft flushes/deletes the firewall ruleset", True)]
+    ops = [x.lower() for x in _operands(a)]
+    if nm == "ufw" and (ops[:1] in (["disable"], ["reset"]) or ops[:2] in (["default", "allow"],)):
+        return [(f"ufw {ops[0]} turns off the firewall", True)]
+    if nm == "firewall-cmd" and any(x.startswith(("--set-default-zone=trusted", "--panic-off")) for x in low) or nm == "netsh" and "off" in low and "advfirewall" in low:
+        return [(f"{nm} opens the firewall", True)]
+    if nm == "setenforce" and ops[:1] in (["0"], ["permissive"]):
+        return [("setenforce disables SELinux enforcement", True)]
+    if nm in ("aa-disable", "aa-complain", "aa-teardown") or (nm == "apparmor_parser" and set(a) & {"-R", "--remove"}):
+        return [(f"{nm} disables AppArmor profiles", True)]
+    if nm == "auditctl" and ("-D" in a or re.search(r"-e\s*0\b", " ".join(a))):
+        return [("auditctl deletes audit rules / disables auditing", True)]
+    units = []
+    if nm == "systemctl" and set(low) & {"stop", "disable", "mask", "kill"}:
+        units = ops[1:]
+    elif nm in ("service", "rc-service") and len(ops) >= 2 and ops[1] == "stop":
+        units = ops[:1]
+    elif nm in ("update-rc.d", "chkconfig") and set(low) & {"disable", "remove", "off"}:
+        units = ops[:1]
+    elif nm in ("pkill", "killall", "kill"):
+        units = ops + [x for s in c.subs if s.name in ("pgrep", "pidof") for x in _operands(s.args)]
+    bad = next((u for u in units if SEC_SERVICES.match(u.rsplit("/", 1)[-1])), None)
+    if bad:
+        return [(f"{nm} stops security service {bad}", True)]
+    if nm == "sysctl":
+        kv = [x.split("=", 1)[0] for x in a if "=" in x and not x.startswith("-")]
+        if (x := next((k for k in kv if KERNEL_SYSCTL.match(k)), None)):
+            return [(f"sysctl weakens kernel hardening ({x})", True)]
+    if c.icode and re.search(r"Set-MpPreference\s+-Disable|Add-MpPreference\s+-ExclusionPath|Stop-Service\s+\S*(WinDefend|Sense)", c.icode, re.I):
+        return [("PowerShell disables Windows Defender", True)]
+    return []
+
+
+def _ssh_flag(arg: str, flag: str) -> bool:
+    """True when a short-option cluster (`-fNR`, `-R8080:..`) contains `flag` before any value-taking letter."""
+    if not arg.startswith("-") or arg.startswith("--"):
+        return False
+    for ch in arg[1:]:
+        if ch == flag:
+            return True
+        if ch in "bcDEeFIiJLlmOopQRSWwB":
+            return False
+    return False
+
+
+def r_tunnel(an, c):
+    """Reverse tunnels and public exposure of ssh/rdp/docker ports give outsiders a way in."""
+    nm, a = c.name, c.args
+    if nm in ("ssh", "autossh") and (any(_ssh_flag(x, "R") for x in a) or re.search(r"RemoteForward", " ".join(a), re.I)):
+        return [(f"{nm} -R remote port forward exposes a local port remotely", True)]
+    if nm in TUNNEL_TOOLS and a and not set(a) <= {"--help", "-h", "version", "--version", "-v"}:
+        return [(f"{nm} tunnels traffic in/out of this host", True)]
+    if nm in TUNNEL_SHARE:
+        ports = {p for x in a for p in re.findall(r"(?:^|:)(\d{2,5})$", x)}
+        if "tcp" in a or ports & REMOTE_ADMIN_PORTS:
+            return [(f"{nm} exposes a raw TCP / admin port publicly", True)]
+        if set(a) & {"http", "https", "tunnel", "local", "share", "--url", "--port", "funnel"} or ports:
+            return [(f"{nm} exposes a local service publicly", False)]
+    return []
+
+
 # group -> (per-command rules, whole-command rules). Data, not code paths: add a function to extend.
 RULES: dict[str, tuple[tuple, tuple]] = {
     "destructive_ops": ((r_rm, r_destructive_misc), ()),
-    "data_exfiltration": ((r_secret_read, r_upload, r_dns_exfil), ()),
+    "data_exfiltration": ((r_secret_read, r_upload, r_dns_exfil, r_metadata, r_exfil_copy, r_raw_memory), ()),
     "reverse_shell": ((r_revshell,), (w_mkfifo,)),
     "code_injection": ((r_code_exec,), (w_download_exec,)),
     "privilege_escalation": ((r_priv,), ()),
@@ -1682,6 +2149,9 @@ RULES: dict[str, tuple[tuple, tuple]] = {
     "system_power": ((r_power,), ()),
     "disk_write": ((r_disk,), ()),
     "package_install": ((r_packages,), ()),
+    "anti_forensics": ((r_anti_forensics,), ()),
+    "security_disable": ((r_security_disable,), ()),
+    "network_tunnel": ((r_tunnel,), ()),
 }
 
 
