@@ -20,6 +20,7 @@ SECONDS = float(os.environ.get("BENCH_SECONDS", "10"))
 
 
 def main() -> None:
+    BENCH_DATA.mkdir(parents=True, exist_ok=True)
     data_dir = BENCH_DATA / "http-var"
     shutil.rmtree(data_dir, ignore_errors=True)
     env = up_env(data_dir, GOCLAW_LOG_LEVEL="warning", GOCLAW_ADMIN_PASSWORD="bench-admin-pw-1")
