@@ -25,3 +25,28 @@ class FastInsert:
         obj._state.adding = False
         obj._state.db = "default"
         return obj
+
+
+_UNSTORABLE = {0: "\ufffd"}  # PostgreSQL text and jsonb cannot hold NUL
+
+
+def pg_text(value: str) -> str:
+    """`value` made storable in PostgreSQL: NUL and lone surrogates become U+FFFD (display copies only)."""
+    if "\x00" in value:
+        value = value.translate(_UNSTORABLE)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        value = value.encode("utf-8", "replace").decode("utf-8")
+    return value
+
+
+def pg_json(obj):
+    """A JSON-like structure with every string (keys included) passed through `pg_text`."""
+    if isinstance(obj, str):
+        return pg_text(obj)
+    if isinstance(obj, dict):
+        return {pg_text(str(k)): pg_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [pg_json(v) for v in obj]
+    return obj

@@ -23,7 +23,7 @@ import jsonschema
 from django.conf import settings
 
 from goclaw import events
-from goclaw.db import FastInsert
+from goclaw.db import FastInsert, pg_json, pg_text
 from tools_app.base import Tool, ToolContext, ToolError, ToolResult
 from tools_app.choices import AgentType
 from tools_app.choices import InvocationStatus as S
@@ -224,7 +224,8 @@ def apply_output_budget(ctx: ToolContext, tool_name: str, text: str) -> tuple[st
     budget = output_budget(ctx, tool_name)
     if len(text) <= budget:
         return text, None
-    stored = StoredToolOutput.objects.create(agent_key=ctx.agent_key, user_id=ctx.user_id, tool_name=tool_name, content=text)
+    stored = StoredToolOutput.objects.create(agent_key=ctx.agent_key, user_id=pg_text(ctx.user_id), tool_name=pg_text(tool_name),
+                                             content=pg_text(text))
     head = int(budget * 0.7)
     tail = budget - head
     cut = len(text) - head - tail
@@ -244,10 +245,11 @@ def record(ctx: ToolContext, call: ToolCall, tool_name: str, args: Any, outcome:
 
     safe_args, _ = default_scrubber.scrub_data(args if isinstance(args, dict) else {"_raw": repr(args)[:2000]})
     invocation = _insert_invocation(
-        agent_key=ctx.agent_key, user_id=ctx.user_id[:255], session_key=ctx.session_key[:255],
-        channel=ctx.channel[:64], tool_name=tool_name[:128], arguments=safe_args, status=outcome.status,
-        observed=bool(outcome.observations), observe_reasons=outcome.observations, duration_ms=outcome.duration_ms,
-        result_size=len(outcome.for_llm), error=error[:2000], output_id=outcome.output_id, request_id=ctx.request_id[:64],
+        agent_key=ctx.agent_key, user_id=pg_text(ctx.user_id[:255]), session_key=pg_text(ctx.session_key[:255]),
+        channel=pg_text(ctx.channel[:64]), tool_name=pg_text(tool_name[:128]), arguments=pg_json(safe_args),
+        status=outcome.status, observed=bool(outcome.observations), observe_reasons=pg_json(outcome.observations),
+        duration_ms=outcome.duration_ms, result_size=len(outcome.for_llm), error=pg_text(error[:2000]),
+        output_id=outcome.output_id, request_id=pg_text(ctx.request_id[:64]),
     )
     outcome.invocation_id = str(invocation.pk)
     events.publish(

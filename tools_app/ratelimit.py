@@ -11,6 +11,8 @@ import threading
 from django.conf import settings
 from django.db import connection
 
+from goclaw.db import pg_text
+
 WINDOW_SECONDS = 3600.0
 
 _PG_SQL = """
@@ -65,7 +67,7 @@ def rate_limit_allow(key: str, limit_per_hour: int) -> bool:
 
         return bool(_redis_client()(keys=[f"goclaw:rl:{key}"], args=[limit_per_hour, rate, time.time()]))
     with connection.cursor() as cur:
-        cur.execute(_PG_SQL, {"key": key[:300], "cap": float(limit_per_hour), "rate": rate})
+        cur.execute(_PG_SQL, {"key": pg_text(key[:300]), "cap": float(limit_per_hour), "rate": rate})
         return bool(cur.fetchone()[0])
 
 

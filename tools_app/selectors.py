@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 
+from goclaw.db import pg_text
+
 from tools_app.models import Agent, ToolInvocation
 
 INVOCATION_FILTERS = ("agent_key", "tool_name", "status", "session_key", "user_id")
@@ -16,7 +18,7 @@ def invocation_list_for(*, agent: Agent | None, filters: dict[str, str]) -> Quer
     for name in INVOCATION_FILTERS:
         value = filters.get(name)
         if value:
-            qs = qs.filter(**{name: value})
+            qs = qs.filter(**{name: pg_text(value)})
     return qs.order_by("-created_at")
 
 

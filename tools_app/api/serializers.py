@@ -1,5 +1,6 @@
 from rest_framework import serializers
 
+from goclaw.db import pg_text
 from goclaw.errors import ValidationError
 
 from tools_app.models import Agent, ToolInvocation
@@ -90,6 +91,8 @@ def parse_execute_request(data) -> dict:
         errors["tool"] = ["This field is required." if tool is None else "Must be a non-empty string."]
     elif len(tool) > 200:
         errors["tool"] = ["Ensure this field has no more than 200 characters."]
+    elif pg_text(tool) != tool:
+        errors["tool"] = ["Must not contain NUL characters or unpaired surrogates."]
     agent = data.get("agent")
     if agent is not None and (not isinstance(agent, str) or not agent):
         errors["agent"] = ["Must be an agent key."]
@@ -106,6 +109,8 @@ def parse_execute_request(data) -> dict:
         if name in _CONTEXT_STRINGS:
             if not isinstance(value, (str, int)) or isinstance(value, bool) or len(str(value)) > _CONTEXT_STRINGS[name]:
                 ctx_errors[name] = [f"Must be a string of at most {_CONTEXT_STRINGS[name]} characters."]
+            elif pg_text(str(value)) != str(value):
+                ctx_errors[name] = ["Must not contain NUL characters or unpaired surrogates."]
             else:
                 context[name] = str(value)
         elif name == "subagent_depth":

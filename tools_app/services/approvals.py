@@ -21,6 +21,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from goclaw import events
+from goclaw.db import pg_json, pg_text
 from goclaw.errors import Conflict, Gone, NotFound, ValidationError
 from tools_app.base import Tool, ToolContext
 from tools_app.choices import AgentMode, ApprovalDecision, ApprovalStatus, PendingChangeStatus, PermissionScope, RuleMatch
@@ -265,9 +266,9 @@ def approval_request_create(*, agent: Agent, tool: Tool, args: dict, ctx: ToolCo
         details["always_require_approval"] = True  # no allow-always rule for it
     now = timezone.now()
     req = ApprovalRequest.objects.create(
-        agent=agent, user_id=ctx.user_id[:255], session_key=ctx.session_key[:255], channel=ctx.channel[:64],
-        tool_name=tool.name, arguments=safe_args, args_hash=arguments_hash(tool.name, args), summary=summary,
-        details=details, reason=reason[:500], requested_at=now, expires_at=now + approval_timeout(ctx.settings),
+        agent=agent, user_id=pg_text(ctx.user_id[:255]), session_key=pg_text(ctx.session_key[:255]), channel=pg_text(ctx.channel[:64]),
+        tool_name=tool.name, arguments=pg_json(safe_args), args_hash=arguments_hash(tool.name, args), summary=pg_text(summary),
+        details=pg_json(details), reason=pg_text(reason[:500]), requested_at=now, expires_at=now + approval_timeout(ctx.settings),
     )
     _publish("approval.requested", req)
     return req

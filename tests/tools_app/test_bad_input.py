@@ -1,0 +1,64 @@
+"""Hostile or malformed input to every agent endpoint gets a clear 4xx or a model-visible result, never a 500."""
+import json
+
+import pytest
+
+pytestmark = pytest.mark.django_db
+
+BODIES = [
+    [], "string", 42, None, {"tool": None}, {"tool": ""}, {"tool": " "}, {"tool": ["datetime"]}, {"tool": {"x": 1}},
+    {"tool": "x" * 500}, {"tool": "datetime", "arguments": []}, {"tool": "datetime", "arguments": "tz"},
+    {"tool": "datetime", "arguments": None}, {"tool": "datetime", "arguments": {"timezone": {"$ne": 1}}},
+    {"tool": "datetime", "context": []}, {"tool": "datetime", "context": {"subagent_depth": "1"}},
+    {"tool": "datetime", "context": {"subagent_depth": 10**30}}, {"tool": "datetime", "context": {"subagent_depth": True}},
+    {"tool": "datetime", "context": {"allow": "datetime"}}, {"tool": "datetime", "context": {"allow": [1, 2]}},
+    {"tool": "datetime", "context": {"user_id": {"a": 1}}}, {"tool": "datetime", "context": {"session_key": "s" * 1000}},
+    {"tool": "datetime", "context": {"unknown": 1}}, {"tool": "datetime", "agent": 5}, {"tool": "datetime", "wait_seconds": -1},
+    {"tool": "datetime", "wait_seconds": "x"}, {"tool": "datetime", "wait_seconds": 10**9},
+    {"tool": "read_file", "arguments": {"path": "\x00etc/passwd"}}, {"tool": "read_file", "arguments": {"path": "a" * 10000}},
+    {"tool": "write_file", "arguments": {"path": "../x", "content": "y"}}, {"tool": "exec", "arguments": {"command": "\x00"}},
+    {"tool": "exec", "arguments": {"command": "echo hi", "timeout": 10**12}}, {"tool": "tool_output_get", "arguments": {"output_id": "not-a-uuid"}},
+    {"tool": "search", "arguments": {"pattern": "("}}, {"tool": "glob", "arguments": {"pattern": "/etc/*"}},
+    {"tool": "edit", "arguments": {"path": "nope.txt", "old_string": "a", "new_string": "b"}},
+    {"tool": "datetime", "arguments": {"timezone": "../../etc/passwd"}}, {"tool": "datetime\u0000"}, {"tool": "\ud800"},
+]
+
+
+@pytest.mark.parametrize("body", BODIES, ids=[f"b{i}" for i in range(len(BODIES))])
+def test_execute_never_answers_500(api, body):
+    try:
+        data = json.dumps(body)
+    except (UnicodeEncodeError, ValueError):
+        data = '{"tool": "\\ud800"}'
+    response = api.post("/api/v1/tools/execute", data=data, content_type="application/json")
+    assert response.status_code < 500, response.content[:500]
+    payload = response.json()
+    assert "error" in payload or payload.get("status") in {"ok", "error", "denied", "invalid_arguments", "rate_limited", "timeout", "pending_approval"}
+
+
+@pytest.mark.parametrize("url", ["/api/v1/tools?depth=x", "/api/v1/tools?depth=-1", "/api/v1/tools?depth=99", "/api/v1/tools?allow=",
+                                 "/api/v1/invocations?limit=abc", "/api/v1/invocations?offset=-5", "/api/v1/invocations/not-a-uuid",
+                                 "/api/v1/invocations?status=%00", "/api/v1/approvals/not-a-uuid", "/api/v1/approvals?wait=abc"])
+def test_query_strings_never_answer_500(api, url):
+    response = api.get(url)
+    assert response.status_code < 500, response.content[:500]
+    assert response["Content-Type"].startswith("application/json")
+
+
+@pytest.mark.parametrize("body", ["", "null", "[]", '{"command": null}', '{"command": 5}', '{"command": "' + "a" * 200_000 + '"}'])
+def test_check_command_bad_bodies(api, body):
+    assert api.post("/api/v1/security/check-command", data=body, content_type="application/json").status_code < 500
+
+
+def test_binary_tool_output_with_nul_bytes_is_returned_and_stored(api, agent):
+    from tools_app.models import StoredToolOutput, ToolInvocation
+
+    small = api.post("/api/v1/tools/execute", data=json.dumps({"tool": "exec", "arguments": {"command": "printf 'a\\000b'"}}),
+                     content_type="application/json").json()
+    assert small["status"] == "ok" and "a\x00b" in small["for_llm"]
+    big = api.post("/api/v1/tools/execute", data=json.dumps({"tool": "exec", "arguments": {"command": "head -c 40000 /dev/zero"}}),
+                   content_type="application/json").json()
+    assert big["status"] == "ok" and "characters cut" in big["for_llm"]
+    stored = StoredToolOutput.objects.get(agent_key=agent.key)
+    assert len(stored.content) >= 40000 and "\x00" not in stored.content
+    assert ToolInvocation.objects.filter(agent_key=agent.key, status="ok").count() == 2
