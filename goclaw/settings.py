@@ -227,6 +227,7 @@ SPECTACULAR_SETTINGS = {
 WORKSPACES_DIR = env_path("GOCLAW_WORKSPACES_DIR", DATA_DIR / "workspaces")
 TOOL_RATE_LIMIT_PER_HOUR = env_int("GOCLAW_RATE_LIMIT_PER_HOUR", 150, minimum=0)
 TOOL_OUTPUT_BUDGET_CHARS = env_int("GOCLAW_OUTPUT_BUDGET_CHARS", 30_000, minimum=1_000)
+TOOL_BLOCKED_NAMES = env_list("GOCLAW_BLOCKED_TOOLS", [])  # refused for every agent by the security filter hook
 TOOL_DENIED_PATHS = env_list("GOCLAW_DENIED_PATHS", [".goclaw/", ".git/config"])
 APPROVAL_TIMEOUT_SECONDS = env_int("GOCLAW_APPROVAL_TIMEOUT_SECONDS", 120, minimum=10, maximum=86400)  # per agent: other_config
 TOOL_MAX_SUBAGENT_DEPTH = env_int("GOCLAW_MAX_SUBAGENT_DEPTH", 1, minimum=1, maximum=16)  # leaf deny applies at this depth

@@ -116,7 +116,7 @@ class SecurityFilterHook(PreHook):
     priority = 10
 
     def before(self, ctx, tool, args):
-        if tool.name in set(getattr(settings, "TOOL_BLOCKED_NAMES", ())):
+        if tool.name in settings.TOOL_BLOCKED_NAMES:
             return HookResult.block(f"tool {tool.name} is blocked by the administrator")
         if tool.command_argument and isinstance(args.get(tool.command_argument), str):
             from tools_app.security.shell_check import check_command

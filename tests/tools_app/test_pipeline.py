@@ -320,3 +320,15 @@ def test_cloned_registry_layers_on_the_global_one(reg):
     assert reg.get("datetime") is None and registry.get("datetime") is not None
     assert "echo" in reg.groups()["test"]
     assert reg.expand(["group:fs"]) >= {"read_file", "write_file", "edit", "list_files", "search", "glob"}
+
+
+def test_globally_blocked_tool_names_are_refused_by_the_security_filter(agent, reg, settings):
+    settings.TOOL_BLOCKED_NAMES = ["echo"]
+    outcome = pipeline.execute(call(agent, "echo", {"text": "x"}), reg)
+    assert outcome.status == "denied" and "blocked by the administrator" in outcome.for_llm
+
+
+def test_platform_secrets_never_come_back_in_tool_output(agent, settings):
+    outcome = pipeline.execute(call(agent, "exec", {"command": f"echo key={settings.GOCLAW_ENCRYPTION_KEY} sk={settings.SECRET_KEY}"}))
+    assert outcome.status == "ok"
+    assert settings.GOCLAW_ENCRYPTION_KEY not in outcome.for_llm and settings.SECRET_KEY not in outcome.for_llm
