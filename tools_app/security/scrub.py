@@ -118,6 +118,8 @@ _ALTS: list[tuple[str, str, int]] = [
     ("sendgrid", rf"SG\.[{_T}]{{22}}\.[{_T}]{{43}}", 0),
     ("azsas", r"SharedAccessKey=(?P<azsasv>[A-Za-z0-9+/=]{20,})", 0),
     ("twsk", r"SK[0-9a-fA-F]{32}(?![0-9A-Za-z])", 0),
+    # ---- '-' : command-line basic auth (curl/wget/httpie -u user:pass, --user user:pass); numeric uid:gid is not a secret ----
+    ("curlu", r"-(?:u|-user)(?:[ \t]+|=)[\"']?[^\s:\"'@/]{1,128}:(?P<curluv>(?![0-9]+(?![^\s\"']))[^\s\"']{6,256})", 0),
     # ---- 'x' -------------------------------------------------------------
     ("slack", r"x(?:ox[abposre]|app)-[A-Za-z0-9-]{10,}", 0),
     # ---- '_' -------------------------------------------------------------
@@ -215,6 +217,7 @@ _PREFILTER_KW: list[tuple[str, int, str]] = [
     ("(?i:passw(?:or)?d)", 4, _KV_HS),  # kpass
     ("(?i:pwd)", 1, _KV_HS),  # kpass
     ("(?i:pass)", 0, _KV_HS),  # kpass2
+    ("-(?:u|-user)", 0, r"(?:[ \t]+|=)[\"']?[^\s:\"'@/]+:[^\s\"']{6}"),  # curlu
 ]
 
 
@@ -819,7 +822,7 @@ def _handle(text: str, m: re.Match, g: str, s: int, e: int, out: list):
             ve -= 1
         out.append((off, ve))
         return ve
-    if g in ("slackhook", "sas", "azure", "azsas"):
+    if g in ("slackhook", "sas", "azure", "azsas", "curlu"):
         out.append(m.span(g + "v"))
         return True
     if g == "aws":
