@@ -5,6 +5,7 @@ import logging
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
+from django import db
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions as drf_exceptions
 from rest_framework.pagination import LimitOffsetPagination
@@ -45,6 +46,10 @@ def exception_handler(exc, context):
         return error_response(403, "permission_denied", "permission denied")
     if isinstance(exc, RequestDataTooBig):
         return error_response(413, "request_too_large", "request body is too large")
+    if isinstance(exc, (db.OperationalError, db.InterfaceError)):
+        # Nothing ran past the failing step; the client may retry.
+        logger.error("database unavailable: %s", str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__)
+        return error_response(503, "database_unavailable", "the database is unavailable; retry later", headers={"Retry-After": "5"})
     if isinstance(exc, drf_exceptions.APIException):
         code = next((c for cls, c in _DRF_CODES.items() if isinstance(exc, cls)), "error")
         if isinstance(exc, drf_exceptions.ValidationError):

@@ -70,3 +70,17 @@ def test_non_json_content_type_is_415(api):
     response = api.post("/api/v1/tools/execute", data="tool=datetime", content_type="application/x-www-form-urlencoded")
     assert response.status_code == 415
     assert _envelope(response)["code"] == "unsupported_media_type"
+
+
+def test_database_outage_is_a_json_503_not_a_traceback(api):
+    from django.db import connection
+
+    def refuse(execute, sql, params, many, context):
+        from django.db import OperationalError
+
+        raise OperationalError("connection to server on socket failed: No such file or directory")
+
+    with connection.execute_wrapper(refuse):
+        response = api.get("/api/v1/invocations")
+    assert response.status_code == 503
+    assert _envelope(response)["code"] == "database_unavailable" and response["Retry-After"] == "5"
