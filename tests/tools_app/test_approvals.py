@@ -426,6 +426,20 @@ def test_policy_is_checked_again_at_execution(agent, reg, staff):
     assert ApprovalRequest.objects.get(pk=req.pk).consumed_at is None
 
 
+def test_execution_is_vetted_in_the_original_call_context(agent, reg, staff):
+    """A subagent's approved call is re-checked as a subagent call (depth, allow list), not as a top-level one."""
+    from tools_app.models import ToolPolicy
+
+    req = make_pending(agent, reg, "gated", {}, subagent_depth=1, request_allow=["gated", "look"])
+    assert req.call_context["subagent_depth"] == 1 and req.call_context["request_allow"] == ["gated", "look"]
+    svc.approval_decide(approval_id=req.pk, decision="allow_once", actor=staff)
+    subagent_policy = ToolPolicy.objects.get(scope="subagent")
+    subagent_policy.deny = ["gated"]
+    subagent_policy.save()
+    outcome = svc.approval_execute(approval_id=req.pk, agent=agent, reg=reg)
+    assert outcome.status == "denied" and "no longer available" in outcome.for_llm
+
+
 def test_the_gate_fails_closed_on_a_database_error(agent, reg):
     agent = with_mode(agent, "cautious")
 

@@ -213,7 +213,7 @@ def approval_gate(ctx: ToolContext, tool: Tool, args: dict, call) -> Any:
         if decision.action == "deny":
             return ApprovalVerdict("deny", decision.reason)
         if decision.action == "hold":
-            change = pending_change_create(agent=call.agent, tool=tool, args=args, ctx=ctx)
+            change = pending_change_create(agent=call.agent, tool=tool, args=args, ctx=ctx, call_context=call_context_of(call))
             return ApprovalVerdict("pending", f"{decision.reason}. Change {change.id} to {change.path} is waiting for a "
                                               "person to accept it; it has not been applied yet.",
                                    {"pending_change_id": str(change.id)})
@@ -221,7 +221,8 @@ def approval_gate(ctx: ToolContext, tool: Tool, args: dict, call) -> Any:
             rule = approval_rule_match(agent=call.agent, tool=tool, args=args, user_id=ctx.user_id)
             if rule is not None:
                 return ApprovalVerdict("allow")
-        request = approval_request_create(agent=call.agent, tool=tool, args=args, ctx=ctx, reason=decision.reason)
+        request = approval_request_create(agent=call.agent, tool=tool, args=args, ctx=ctx, reason=decision.reason,
+                                          call_context=call_context_of(call))
         return ApprovalVerdict(
             "pending",
             f"{decision.reason}: waiting for a person to approve this {tool.name} call until "
@@ -256,7 +257,8 @@ def _publish(event: str, req: ApprovalRequest) -> None:
 
 
 @transaction.atomic
-def approval_request_create(*, agent: Agent, tool: Tool, args: dict, ctx: ToolContext, reason: str = "") -> ApprovalRequest:
+def approval_request_create(*, agent: Agent, tool: Tool, args: dict, ctx: ToolContext, reason: str = "",
+                            call_context: dict | None = None) -> ApprovalRequest:
     """A durable request for this exact call (arguments scrubbed for display, the hash binds the real ones)."""
     from tools_app.security.scrub import default_scrubber
 
@@ -267,7 +269,7 @@ def approval_request_create(*, agent: Agent, tool: Tool, args: dict, ctx: ToolCo
     now = timezone.now()
     req = ApprovalRequest.objects.create(
         agent=agent, user_id=pg_text(ctx.user_id[:255]), session_key=pg_text(ctx.session_key[:255]), channel=pg_text(ctx.channel[:64]),
-        tool_name=tool.name, arguments=pg_json(safe_args), args_hash=arguments_hash(tool.name, args), summary=pg_text(summary),
+        call_context=pg_json(call_context or {}), tool_name=tool.name, arguments=pg_json(safe_args), args_hash=arguments_hash(tool.name, args), summary=pg_text(summary),
         details=pg_json(details), reason=pg_text(reason[:500]), requested_at=now, expires_at=now + approval_timeout(ctx.settings),
     )
     _publish("approval.requested", req)
@@ -436,11 +438,20 @@ def _run_vetted(call, reg, *, expected_hash: str, claim: Callable[[], None], on_
     return outcome
 
 
+def call_context_of(call) -> dict:
+    """What else decided the original call's catalog, so a resumed call is vetted in the same context."""
+    return {"provider": call.provider, "chat_id": call.chat_id, "peer_kind": call.peer_kind,
+            "subagent_depth": call.subagent_depth, "request_allow": call.request_allow}
+
+
 def _call_for(row, arguments: dict):
     from tools_app.pipeline import ToolCall
 
+    context = row.call_context or {}
     return ToolCall(agent=row.agent, tool=row.tool_name, arguments=arguments, user_id=row.user_id,
-                    session_key=row.session_key, channel=row.channel)
+                    session_key=row.session_key, channel=row.channel, provider=context.get("provider", ""),
+                    chat_id=context.get("chat_id", ""), peer_kind=context.get("peer_kind", ""),
+                    subagent_depth=context.get("subagent_depth", 0), request_allow=context.get("request_allow"))
 
 
 def approval_execute(*, approval_id, agent: Agent | None, arguments: dict | None = None, reg=None):
@@ -629,12 +640,12 @@ def _change_payload(change: PendingChange) -> dict:
 
 
 @transaction.atomic
-def pending_change_create(*, agent: Agent, tool: Tool, args: dict, ctx: ToolContext) -> PendingChange:
+def pending_change_create(*, agent: Agent, tool: Tool, args: dict, ctx: ToolContext, call_context: dict | None = None) -> PendingChange:
     """Hold a write_file/edit call; the exact arguments are kept to apply it on accept."""
     summary, _ = approval_summary(tool, args, ctx.workspace)
     change = PendingChange.objects.create(
         agent=agent, user_id=ctx.user_id[:255], session_key=ctx.session_key[:255], channel=ctx.channel[:64],
-        tool_name=tool.name, path=str(args.get("path", ""))[:4096], arguments=args,
+        call_context=pg_json(call_context or {}), tool_name=tool.name, path=str(args.get("path", ""))[:4096], arguments=args,
         args_hash=arguments_hash(tool.name, args), summary=summary,
     )
     events.publish("pending_change.created", _change_payload(change), ["approvals", events.agent_group(agent.key)])
