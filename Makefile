@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt | cksum | cut -d' ' -f1)
 
-.PHONY: run test bench check clean-data help
+.PHONY: run test bench check browser help
 
 help:
 	@echo "make run    - install (venv + requirements), set up embedded PostgreSQL, migrate, create admin, serve"
@@ -20,7 +20,15 @@ $(STAMP): requirements.txt
 run: $(STAMP)
 	$(PY) manage.py up
 
-test: $(STAMP)
+# The approval-queue browser test drives Debian's chromium through Playwright (no browser download).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian's chromium for the browser test"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "chromium is missing: install Debian's chromium package (needed by the browser test)" >&2; exit 1; fi; }
+
+test: $(STAMP) browser
 	$(PY) -m pytest
 
 check: $(STAMP)

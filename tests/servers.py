@@ -15,10 +15,19 @@ ROOT = Path(__file__).resolve().parents[1]
 _DROP = ("PYTEST_VERSION", "PYTEST_CURRENT_TEST", "DATABASE_URL", "REDIS_URL", "PYTEST_XDIST_WORKER")
 
 
+_handed_out: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A currently free loopback port, never one this process handed out before (two calls in a row would
+    otherwise often get the same number back)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
 
 
 def up_env(data_dir: Path, **extra: str) -> dict[str, str]:
@@ -49,7 +58,9 @@ class UpProcess:
         started = time.monotonic()
         while time.monotonic() - started < timeout:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"up exited early with {self.proc.returncode}")
+                self.log.flush()
+                tail = Path(self.log.name).read_text(errors="replace")[-3000:]
+                raise RuntimeError(f"up exited early with {self.proc.returncode}:\n{tail}")
             try:
                 if httpx.get(self.base + "/healthz", timeout=2).status_code == 200:
                     return time.monotonic() - started
