@@ -217,10 +217,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
-    "APPEND_COMPONENTS": {
-        "securitySchemes": {"AgentToken": {"type": "http", "scheme": "bearer", "description": "Agent token (gclw_…)"}}
+    "ENUM_NAME_OVERRIDES": {
+        "ApprovalDecisionEnum": "tools_app.choices.ApprovalDecision",
+        "PendingChangeDecisionEnum": ["accept", "reject"],
     },
-    "SECURITY": [{"AgentToken": []}],
 }
 
 # --- Tools -------------------------------------------------------------------------------------------

@@ -47,3 +47,16 @@ class AgentTokenAuthentication(BaseAuthentication):
 
     def authenticate_header(self, request):
         return 'Bearer realm="goclaw"'
+
+
+from drf_spectacular.extensions import OpenApiAuthenticationExtension  # noqa: E402
+
+
+class AgentTokenScheme(OpenApiAuthenticationExtension):
+    """Documents agent tokens in the OpenAPI schema as HTTP bearer auth."""
+
+    target_class = "tools_app.authentication.AgentTokenAuthentication"
+    name = "AgentToken"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "http", "scheme": "bearer", "description": "Agent token `gclw_<prefix>_<secret>` (manage.py issue_token)"}

@@ -72,3 +72,9 @@ def test_api_docs_and_schema_render(client, django_user_model):
         assert route in paths
     docs = client.get("/api/docs/")
     assert docs.status_code == 200 and b"swagger" in docs.content.lower()
+
+
+def test_openapi_schema_generates_without_warnings_and_documents_bearer_tokens(tmp_path, capsys):
+    call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(tmp_path / "schema.yml"))
+    schema = (tmp_path / "schema.yml").read_text()
+    assert "AgentToken:" in schema and "scheme: bearer" in schema

@@ -280,17 +280,17 @@ def test_dynamic_values_sharing_a_prefix_are_all_found():
 
 def _reference_positions(text):
     """Positions where the detector regex matches AND its handler redacts,
-    found the slow way (trying every position)."""
+    found the slow way (trying every position): {position: detector}."""
     from tools_app.security import scrub as mod
 
-    found = set()
+    found = {}
     for s in range(len(text)):
         m = mod._STATIC_RE.match(text, s)
         if m is not None:
             out = []
             mod._handle(text, m, m.lastgroup, s, m.end(), out)
             if out:
-                found.add(s)
+                found[s] = m.lastgroup
     return found
 
 
@@ -304,6 +304,8 @@ def test_prefilter_is_a_superset():
         "token", "Secret", "PASSWORD", "pwd", "key", "cookie", "Authorization", "Bearer ", "://u:", "@", "=", ": ",
         " ", "\t", "\n", '"', "'", "-", "--", "_", "\u017f", "\u212a", "\u00e9", "\U0001F600", "\u00a0",
         "-----BEGIN RSA PRIVATE KEY-----\n", "-----END RSA PRIVATE KEY-----",
+        "mysql ", " -p", "sshpass ", '"auth": "', "Private-Lines: 2\n", "SSWS ", "machine h login u password ",
+        "https://", "@o1.ingest.sentry.io/2", "$2y$10$", "EAAA", "\\n", "\r\n",
     ]
     alphabet = "abcXYZ0123456789_-+/="
     for _ in range(300):
@@ -315,5 +317,91 @@ def test_prefilter_is_a_superset():
                 parts.append("".join(rng.choice(alphabet) for _ in range(rng.choice([3, 8, 20, 40]))))
         text = "".join(parts)
         cands = set(mod._candidates(text, mod._project(text)))
-        missing = _reference_positions(text) - cands
+        ref = _reference_positions(text)
+        missing = set(ref) - cands
         assert not missing, (text, missing)
+        # second-tier detectors are only tried at their own candidates
+        _, tier2 = mod._candidate_tiers(text, mod._project(text))
+        missing2 = {s for s, g in ref.items() if g in mod._TIER2_RE.groupindex} - tier2
+        assert not missing2, (text, missing2)
+
+
+def test_scan_equals_reference_at_every_position():
+    """_scan (two tiers, candidates only) redacts exactly what trying
+    _STATIC_RE at every position redacts."""
+    import random
+
+    from tools_app.security import scrub as mod
+
+    rng = random.Random(11)
+    frags = [c[0] for c in SECRET_CASES] + CLEAN_CASES
+    for _ in range(60):
+        text = " ".join(rng.choice(frags) for _ in range(rng.randint(1, 6)))
+        ref = []
+        for s in range(len(text)):
+            m = mod._STATIC_RE.match(text, s)
+            if m is not None:
+                mod._handle(text, m, m.lastgroup, s, m.end(), ref)
+        assert sorted(mod._scan(text, mod._Dyn(frozenset(), 6))) == sorted(ref), text
+
+
+# ---------------------------------------------------------------------------
+# Second batch of detectors: exact output (only the credential goes)
+# ---------------------------------------------------------------------------
+def test_sentry_dsn_key_only():
+    s = Scrubber()
+    key = "3f1c9a0b7d2e4f6a8b0c1d2e3f4a5b6c"
+    assert s.scrub_text(f"dsn=https://{key}@o4711.ingest.sentry.io/42") == f"dsn=https://{REDACTED}@o4711.ingest.sentry.io/42"
+    # a hex user on another host without a project id path is left alone
+    assert s.scrub_text(f"https://{key}@example.com/a/b") == f"https://{key}@example.com/a/b"
+
+
+def test_authorization_unknown_scheme_keeps_the_scheme_word():
+    s = Scrubber()
+    tok = "00Xk3vR9pQ2mW7tZ1bN5cJ8dF4gH6jL0sA2eY4uI"
+    assert s.scrub_text(f"Authorization: SSWS {tok}") == f"Authorization: SSWS {REDACTED}"
+    assert s.scrub_text(f"Authorization: Custom-Scheme {tok}") == f"Authorization: Custom-Scheme {REDACTED}"
+    assert s.scrub_text("Authorization: missing credentials") == "Authorization: missing credentials"
+
+
+def test_multiline_netrc_and_ppk():
+    s = Scrubber()
+    netrc = "machine api.example.com\n  login alice\n  password Zq8pL2mN4vB7x\n"
+    assert s.scrub_text(netrc) == netrc.replace("Zq8pL2mN4vB7x", REDACTED)
+    priv = ["AAAAIF4q9mZr0tWcY8sB2nK7xP1vJ3hL6dQ5uE9aR0gT4yMoAAAAIF4q9mZr0tWc", "Y8sB2nK7xP1vJ3hL6dQ5uE9a"]
+    ppk = (
+        "PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nComment: eddsa-key\nPublic-Lines: 1\n"
+        "AAAAC3NzaC1lZDI1NTE5AAAAIHp3Jx7cWq0a3bV5nR2TQ8fLmZyK1sD9vE4uG6hN0pXa\n"
+        "Private-Lines: 2\n" + "\n".join(priv) + "\nPrivate-MAC: 5b1f0a3c9e8d7b6a5f4e3d2c1b0a9988\n"
+    )
+    out, n = s.scrub(ppk)
+    assert n == 1 and out == ppk.replace("\n".join(priv), REDACTED)
+
+
+def test_base64_block_line_is_not_a_bare_token():
+    # "EAAA" + 60 characters is a Square token, but also a plausible line of a
+    # wrapped certificate; inside a base64 block it is kept
+    line = "EAAAbGlzdGluZ19jbGFzc19pZF8xMjM0NTY3ODkwYWJjZGVmZ2hpamtsbW5vcHFy"
+    cert = (
+        "-----BEGIN CERTIFICATE-----\nMIIDdzCCAl+gAwIBAgIEAgAAuTANBgkqhkiG9w0BAQUFADBaMQswCQYDVQQGEwJJ\n"
+        + line + "\n-----END CERTIFICATE-----"
+    )
+    assert Scrubber().scrub(cert) == (cert, 0)
+    assert Scrubber().scrub("token:\n" + line + "\n") == ("token:\n" + REDACTED + "\n", 1)
+
+
+def test_docker_auth_needs_user_colon_password():
+    s = Scrubber()
+    cred = base64.b64encode(b"ci-bot:Zq8pL2mN4vB7x9").decode()
+    assert s.scrub_text(f'{{"auth": "{cred}"}}') == f'{{"auth": "{REDACTED}"}}'
+    plain = base64.b64encode(b"helloworld").decode()
+    assert s.scrub_text(f'{{"auth": "{plain}"}}') == f'{{"auth": "{plain}"}}'
+
+
+def test_command_line_passwords():
+    s = Scrubber()
+    assert s.scrub_text("mysql -u root -pS3cretPw9 db") == f"mysql -u root -p{REDACTED} db"
+    assert s.scrub_text("mysql -u root -p db") == "mysql -u root -p db"
+    assert s.scrub_text("mysql -u root -p$MYSQL_PWD db") == "mysql -u root -p$MYSQL_PWD db"
+    assert s.scrub_text("sshpass -p 'Zq8 pL2' ssh h") == f"sshpass -p '{REDACTED}' ssh h"
+    assert s.scrub_text("openssl pkcs12 -passin pass:nywQYoiFJNqV") == f"openssl pkcs12 -passin pass:{REDACTED}"

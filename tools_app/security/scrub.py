@@ -21,6 +21,10 @@ Design (see docs/scrubbing.md):
   the candidate positions, against the whole text, so look-behinds, the PEM
   END marker search and the other handlers see exactly what they saw when the
   regex scanned every position.  The prefilter only has to be a superset.
+* Two tiers.  ``_ALTS_EXT`` (formats added later) is a second regex, tried
+  only at positions its own prefilter expressions propose and only when
+  ``_ALTS`` does not match there: the same result as the combined
+  ``_STATIC_RE``, without making every failing keyword candidate pay for it.
 * Dynamic values (and their encodings) are literals in a second Hyperscan
   database, rebuilt copy-on-write; hits are confirmed with ``str.startswith``.
 * Hyperscan scans bytes.  The text is projected to one byte per character
@@ -88,7 +92,7 @@ _ALTS: list[tuple[str, str, int]] = [
     (
         "kauthz",
         r"[zZ](?<=(?i:authori)[zZ])(?i:ation)[\"']?[ \t]*[:=][ \t]*[\"']?"
-        r"(?P<kauthzs>(?i:bearer|basic|token|bot|jwt|apikey|api-key|key|sso-key|negotiate|ntlm|digest|aws4-hmac-sha256|hmac|oauth)[ \t]+)?"
+        r"(?P<kauthzs>(?i:bearer|basic|token|bot|jwt|apikey|api-key|key|sso-key|negotiate|ntlm|digest|aws4-hmac-sha256|hmac|oauth|ssws|flyv1|splunk|pat|private-token|zoho-oauthtoken)[ \t]+)?"
         r"(?P<kauthzv>[^\s\"'<>]{1,4096})",
         7,
     ),
@@ -141,12 +145,105 @@ _ALTS: list[tuple[str, str, int]] = [
     ("discord", rf"[MNO][{_T}]{{23,25}}\.[{_T}]{{6}}\.[{_T}]{{27,38}}(?![{_T}])", 0),
 ]
 
+# Second tier: formats added later (docs/scrubbing.md, "Second tier").  They
+# come after every _ALTS alternative in _STATIC_RE, but _scan tries them only
+# at positions proposed by their own prefilter expressions (_PREFILTER_*_EXT),
+# so the keyword candidates that fail _ALTS (``token = get_token()``) do not
+# pay for them.  Each starts at its first character (back offset 0).
+_ALTS_EXT: list[tuple[str, str, int]] = [
+    ("square", rf"sq0(?:atp|csp)-[{_T}]{{22,}}", 0),
+    # Square EAAA (64) and Facebook EAA… (100+) access tokens; see _B64_GUARD
+    ("eaa", rf"EAA[A-Za-z0-9_-]{{61,}}(?![A-Za-z0-9_+/=-])", 0),
+    ("braintree", r"access_token\$(?:production|sandbox)\$[0-9a-z]{16}\$[0-9a-f]{32}", 0),
+    ("atlassian", rf"(?:AT(?:ATT|CTT)3x[A-Za-z0-9_=-]{{40,}}|ATBB[A-Za-z0-9]{{32}}(?![A-Za-z0-9]))", 0),
+    ("linear", r"lin_(?:api|oauth)_[A-Za-z0-9]{40,64}(?![A-Za-z0-9])", 0),
+    ("notion", r"(?:secret_[A-Za-z0-9]{43}|ntn_[A-Za-z0-9]{40,50})(?![A-Za-z0-9_])", 0),
+    ("vercel", r"vc[pikar]_[A-Za-z0-9]{24,}(?![A-Za-z0-9_])", 0),
+    ("supabase", rf"(?:sbp_(?:v0_)?[a-f0-9]{{40}}|sb_secret_[{_T}]{{20,}})(?![A-Za-z0-9])", 0),
+    ("doppler", r"dp\.(?:pt|st|ct|sa|scim|audit)\.(?:[a-z0-9_-]{2,35}\.)?[A-Za-z0-9]{40,44}(?![A-Za-z0-9])", 0),
+    ("age", r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}", 0),
+    ("vault", rf"hv[sbr]\.[{_T}]{{24,}}", 0),
+    ("tfc", rf"[A-Za-z0-9]{{14}}\.atlasv1\.[A-Za-z0-9_=-]{{60,}}", 0),
+    ("grafana", r"(?:glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}|glc_[A-Za-z0-9+/]{32,}={0,2}|eyJrIjoi[A-Za-z0-9+/]{40,}={0,2})", 0),
+    ("postman", r"PMAK-[a-f0-9]{24}-[a-f0-9]{34}", 0),
+    ("dockerhub", rf"dckr_(?:pat|oat)_[{_T}]{{27,}}", 0),
+    ("fly", r"(?:fo1_[A-Za-z0-9_-]{43}|fm[12][ar]?_[A-Za-z0-9+/]{40,}={0,2}(?:,fm[12][ar]?_[A-Za-z0-9+/]+={0,2})*)", 0),
+    ("fcm", rf"AAAA[{_T}]{{7}}:APA91b[{_T}]{{100,}}", 0),
+    ("alibaba", r"LTAI[A-Za-z0-9]{12,20}(?![A-Za-z0-9])", 0),
+    ("tencent", r"AKID[A-Za-z0-9]{32}(?![A-Za-z0-9])", 0),
+    ("heroku", rf"HRKU-AA[{_T}]{{58}}", 0),
+    ("sentrytok", r"(?:sntrys_eyJ[A-Za-z0-9+/=_]{40,}|sntryu_[a-f0-9]{64})", 0),
+    ("mailchimp", r"[0-9a-f]{32}-us[0-9]{1,2}(?![A-Za-z0-9])", 0),
+    ("onepassword", r"(?:ops_eyJ[A-Za-z0-9+/]{100,}={0,3}|A3-[A-Z0-9]{6}-(?:[A-Z0-9]{11}|[A-Z0-9]{6}-[A-Z0-9]{5})-[A-Z0-9]{5}-[A-Z0-9]{5}-[A-Z0-9]{5})", 0),
+    ("airtable", r"pat[A-Za-z0-9]{14}\.[a-f0-9]{64}", 0),
+    ("newrelic", r"NR(?:AK-[A-Z0-9]{27}|II-[A-Za-z0-9_-]{32})", 0),
+    ("figma", r"figd_[A-Za-z0-9_-]{40}", 0),
+    ("pulumi", r"pul-[a-f0-9]{40}(?![A-Za-z0-9])", 0),
+    ("planetscale", r"pscale_(?:tkn|pw|oauth)_[A-Za-z0-9_.=-]{32,64}", 0),
+    ("replicate", r"r8_[A-Za-z0-9]{37}(?![A-Za-z0-9])", 0),
+    ("groq", r"gsk_[A-Za-z0-9]{52}(?![A-Za-z0-9])", 0),
+    ("pplx", r"pplx-[A-Za-z0-9]{48}(?![A-Za-z0-9])", 0),
+    ("xai", r"xai-[A-Za-z0-9]{80}(?![A-Za-z0-9])", 0),
+    ("langsmith", r"lsv2_(?:pt|sk)_[a-f0-9]{32}_[a-f0-9]{10}", 0),
+    ("buildkite", r"bkua_[a-f0-9]{40}", 0),
+    ("tailscale", r"tskey-(?:auth|api|client|scim|webhook)-[A-Za-z0-9]{6,}-[A-Za-z0-9]{16,}", 0),
+    ("render", r"rnd_[A-Za-z0-9]{32}(?![A-Za-z0-9])", 0),
+    ("netlify", r"nfp_[A-Za-z0-9]{36}(?![A-Za-z0-9])", 0),
+    ("dynatrace", r"dt0c01\.[A-Z0-9]{24}\.[A-Z0-9]{64}", 0),
+    ("rubygems", r"rubygems_[a-f0-9]{48}", 0),
+    ("mapbox", rf"sk\.eyJ[{_T}]{{20,}}\.[{_T}]{{20,}}", 0),
+    ("nuget", r"oy2[a-z0-9]{43}(?![A-Za-z0-9])", 0),
+    ("artifactory", r"(?:AKCp[A-Za-z0-9]{69}|cmVmdGtuOjAxOj[A-Za-z0-9]{40,})(?![A-Za-z0-9])", 0),
+    ("dropbox", rf"sl\.(?:u\.)?[{_T}]{{130,}}", 0),
+    ("plaid", r"access-(?:sandbox|development|production)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", 0),
+    # ---- webhook URLs: only the secret path is redacted --------------------
+    ("discordhook", r"discord(?:app)?\.com/api/webhooks/[0-9]{17,20}/(?P<discordhookv>[A-Za-z0-9_-]{60,})", 0),
+    ("teamshook", r"webhook\.office\.com/webhookb2/(?P<teamshookv>[A-Za-z0-9@/_-]{40,})", 0),
+    # ---- password hashes (crypt(3) formats, Django pbkdf2): whole hash ----
+    (
+        "pwhash",
+        r"(?:\$(?:2[abxy]\$[0-9]{2}\$[./A-Za-z0-9]{53}"
+        r"|argon2(?:id|i|d)\$v=[0-9]+\$m=[0-9]+,t=[0-9]+,p=[0-9]+\$[A-Za-z0-9+/]{8,}\$[A-Za-z0-9+/]{16,}"
+        r"|[156]\$(?:rounds=[0-9]+\$)?[./A-Za-z0-9]{1,16}\$[./A-Za-z0-9]{22,86}"
+        r"|apr1\$[./A-Za-z0-9]{1,8}\$[./A-Za-z0-9]{22}"
+        r"|y\$[./A-Za-z0-9]+\$[./A-Za-z0-9]+\$[./A-Za-z0-9]{43})"
+        r"|pbkdf2_sha(?:256|1)\$[0-9]+\$[A-Za-z0-9]+\$[A-Za-z0-9+/]{27,}={0,2})(?![./A-Za-z0-9])",
+        0,
+    ),
+    # ---- credential files and command lines: only the value ---------------
+    # ~/.docker/config.json "auth": base64(user:password), checked in _handle
+    ("dockerauth", r"\"auth\"[ \t]*:[ \t]*\"(?P<dockerauthv>[A-Za-z0-9+/]{8,}={0,2})\"", 0),
+    # base64 of a whole docker config ({"auths":...), e.g. .dockerconfigjson
+    ("dockercfg", r"eyJhdXRocyI6[A-Za-z0-9+/]{20,}={0,2}", 0),
+    # PuTTY .ppk: the base64 lines after "Private-Lines: N"
+    (
+        "putty",
+        r"Private-Lines:[ \t]*[0-9]{1,4}[ \t]*(?:\r?\n|\\r\\n|\\n)"
+        r"(?P<puttyv>[A-Za-z0-9+/=]{4,}(?![A-Za-z0-9+/=:-])(?:(?:\r?\n|\\r\\n|\\n)[A-Za-z0-9+/=]{4,}(?![A-Za-z0-9+/=:-]))*)",
+        0,
+    ),
+    # Okta "SSWS <token>" (also outside an Authorization header)
+    ("ssws", rf"SSWS[ \t]+(?P<sswsv>[{_T}]{{20,}})", 0),
+    # mysql/mariadb -pPASSWORD (attached value; "-p" alone prompts)
+    (
+        "mysqlp",
+        r"(?:mysql|mariadb)[a-z]*[ \t](?:[^\n|;&]{0,200}?[ \t])?-p"
+        r"(?P<mysqlpv>'[^'\n]{1,256}'|\"[^\"\n]{1,256}\"|[^\s'\"]{1,256})",
+        0,
+    ),
+    ("sshpass", r"sshpass(?:[ \t]+-[vh])*[ \t]+-p[ \t]*(?P<sshpassv>'[^'\n]{1,256}'|\"[^\"\n]{1,256}\"|[^\s'\"]{1,256})", 0),
+]
 
-_BACK = {name: back for name, _, back in _ALTS}
+
+_BACK = {name: back for name, _, back in _ALTS + _ALTS_EXT}
 
 # One alternation, tried in _ALTS order; the wrapping group names the
 # detector (``m.lastgroup``: the outer group closes last).
-_STATIC_RE = re.compile("|".join(f"(?P<{name}>{rx})" for name, rx, _ in _ALTS))
+_STATIC_RE = re.compile("|".join(f"(?P<{name}>{rx})" for name, rx, _ in _ALTS + _ALTS_EXT))
+# At one position, match(A|B) is match(A) or else match(B): _scan uses the
+# two tiers separately (same group names, same result as _STATIC_RE).
+_TIER1_RE = re.compile("|".join(f"(?P<{name}>{rx})" for name, rx, _ in _ALTS))
+_TIER2_RE = re.compile("|".join(f"(?P<{name}>{rx})" for name, rx, _ in _ALTS_EXT))
 
 # ---------------------------------------------------------------------------
 # Prefilter.  For every detector, a Hyperscan expression that is a NECESSARY
@@ -205,6 +302,86 @@ _PREFILTER_FIXED: list[tuple[str, tuple[int, ...]]] = [
     (rf"1//0{_HT}{{30}}", (33,)),  # grefresh
     # discord: [MNO] + 23..25 + "." + 6 + "." + 27
     (rf"[MNO]{_HT}{{23,25}}\.{_HT}{{6}}\.{_HT}{{27}}", (59, 60, 61)),
+    (r"://[0-9a-f]{32}@[A-Za-z0-9]", (2,)),  # url: Sentry DSN key (no ":")
+]
+# Second tier (_ALTS_EXT): the detector starts at the start of the hit.
+_PREFILTER_FIXED_EXT: list[tuple[str, tuple[int, ...]]] = [
+    (rf"sq0(?:atp|csp)-{_HT}{{22}}", (29,)),  # square
+    (r"EAA[A-Za-z0-9_-]{61}", (64,)),  # eaa
+    (r"access_token\$production\$", (24,)),  # braintree
+    (r"access_token\$sandbox\$", (21,)),  # braintree
+    (r"AT(?:ATT|CTT)3x", (7,)),  # atlassian
+    (r"ATBB[A-Za-z0-9]{32}", (36,)),  # atlassian (Bitbucket)
+    (r"lin_api_[A-Za-z0-9]{40}", (48,)),  # linear
+    (r"lin_oauth_[A-Za-z0-9]{40}", (50,)),  # linear
+    (r"secret_[A-Za-z0-9]{43}", (50,)),  # notion
+    (r"ntn_[A-Za-z0-9]{40}", (44,)),  # notion
+    (r"vc[pikar]_[A-Za-z0-9]{24}", (28,)),  # vercel
+    (r"sbp_[a-f0-9]{40}", (44,)),  # supabase
+    (r"sbp_v0_[a-f0-9]{40}", (47,)),  # supabase
+    (rf"sb_secret_{_HT}{{20}}", (30,)),  # supabase
+    (r"dp\.(?:pt|st|ct|sa)\.", (6,)),  # doppler
+    (r"dp\.scim\.", (8,)),  # doppler
+    (r"dp\.audit\.", (9,)),  # doppler
+    (r"AGE-SECRET-KEY-1", (16,)),  # age
+    (rf"hv[sbr]\.{_HT}{{24}}", (28,)),  # vault
+    (r"[A-Za-z0-9]{14}\.atlasv1\.", (23,)),  # tfc
+    (r"glsa_", (5,)),  # grafana
+    (r"glc_[A-Za-z0-9+/]{32}", (36,)),  # grafana
+    (r"eyJrIjoi[A-Za-z0-9+/]{40}", (48,)),  # grafana (legacy API key)
+    (r"PMAK-", (5,)),  # postman
+    (r"dckr_(?:pat|oat)_", (9,)),  # dockerhub
+    (rf"fo1_{_HT}{{43}}", (47,)),  # fly
+    (r"fm[12]_[A-Za-z0-9+/]{40}", (44,)),  # fly
+    (r"fm[12][ar]_[A-Za-z0-9+/]{40}", (45,)),  # fly
+    (rf"AAAA{_HT}{{7}}:APA91b", (18,)),  # fcm
+    (r"LTAI[A-Za-z0-9]{12}", (16,)),  # alibaba
+    (r"AKID[A-Za-z0-9]{32}", (36,)),  # tencent
+    (r"HRKU-AA", (7,)),  # heroku
+    (r"sntrys_eyJ", (10,)),  # sentrytok
+    (r"sntryu_[a-f0-9]{64}", (71,)),  # sentrytok
+    (r"[0-9a-f]{32}-us[0-9]", (36,)),  # mailchimp
+    (r"ops_eyJ", (7,)),  # onepassword
+    (r"A3-[A-Z0-9]{6}-", (10,)),  # onepassword
+    (r"pat[A-Za-z0-9]{14}\.", (18,)),  # airtable
+    (r"NR(?:AK|II)-", (5,)),  # newrelic
+    (r"figd_", (5,)),  # figma
+    (r"pul-[a-f0-9]{40}", (44,)),  # pulumi
+    (r"pscale_", (7,)),  # planetscale
+    (r"r8_[A-Za-z0-9]{37}", (40,)),  # replicate
+    (r"gsk_[A-Za-z0-9]{52}", (56,)),  # groq
+    (r"pplx-[A-Za-z0-9]{48}", (53,)),  # pplx
+    (r"xai-[A-Za-z0-9]{80}", (84,)),  # xai
+    (r"lsv2_(?:pt|sk)_", (8,)),  # langsmith
+    (r"bkua_[a-f0-9]{40}", (45,)),  # buildkite
+    (r"tskey-", (6,)),  # tailscale
+    (r"rnd_[A-Za-z0-9]{32}", (36,)),  # render
+    (r"nfp_[A-Za-z0-9]{36}", (40,)),  # netlify
+    (r"dt0c01\.", (7,)),  # dynatrace
+    (r"rubygems_", (9,)),  # rubygems
+    (r"sk\.eyJ", (6,)),  # mapbox
+    (r"oy2[a-z0-9]{43}", (46,)),  # nuget
+    (r"AKCp[A-Za-z0-9]{69}", (73,)),  # artifactory
+    (r"cmVmdGtuOjAxOj", (14,)),  # artifactory
+    (rf"sl\.{_HT}{{130}}", (133,)),  # dropbox
+    (r"sl\.u\.", (5,)),  # dropbox
+    (r"access-sandbox-", (15,)),  # plaid
+    (r"access-development-", (19,)),  # plaid
+    (r"access-production-", (18,)),  # plaid
+    (r"discord\.com/api/webhooks/", (25,)),  # discordhook
+    (r"discordapp\.com/api/webhooks/", (28,)),  # discordhook
+    (r"webhook\.office\.com/webhookb2/", (29,)),  # teamshook
+    (r"\$2[abxy]\$[0-9]{2}\$", (7,)),  # pwhash
+    (r"\$argon2id\$v=", (12,)),  # pwhash
+    (r"\$argon2[id]\$v=", (11,)),  # pwhash
+    (r"\$[156y]\$", (3,)),  # pwhash
+    (r"\$apr1\$", (6,)),  # pwhash
+    (r"pbkdf2_sha256\$", (14,)),  # pwhash
+    (r"pbkdf2_sha1\$", (12,)),  # pwhash
+    (r"eyJhdXRocyI6[A-Za-z0-9+/]{20}", (32,)),  # dockercfg
+    (r"Private-Lines:", (14,)),  # putty
+    (r"SSWS[ \t]", (5,)),  # ssws
+    (r"sshpass[ \t]", (8,)),  # sshpass
 ]
 # Keyword detectors, which need an unbounded tail: (keyword, back, tail).
 # Hyperscan reports the leftmost start of a hit, and every keyword occurrence
@@ -218,6 +395,10 @@ _PREFILTER_KW: list[tuple[str, int, str]] = [
     ("(?i:pwd)", 1, _KV_HS),  # kpass
     ("(?i:pass)", 0, _KV_HS),  # kpass2
     ("-(?:u|-user)", 0, r"(?:[ \t]+|=)[\"']?[^\s:\"'@/]+:[^\s\"']{6}"),  # curlu
+]
+_PREFILTER_KW_EXT: list[tuple[str, int, str]] = [
+    ('"auth"', 0, r'[ \t]*:[ \t]*"[A-Za-z0-9+/]{8}'),  # dockerauth
+    ("(?:mysql|mariadb)", 0, r"[a-z]*[ \t](?:[^\n|;&]*[ \t])?-p[^\s]"),  # mysqlp
 ]
 
 
@@ -255,11 +436,28 @@ def _collect(eid: int, start: int, end: int, flags: int, hits: list) -> None:
     hits.append((eid, start, end))
 
 
-_STATIC_HS = _Hs(
-    [expr.encode() for expr, _ in _PREFILTER_FIXED] + [(kw + tail).encode() for kw, _, tail in _PREFILTER_KW],
-    [0] * len(_PREFILTER_FIXED) + [hyperscan.HS_FLAG_SOM_LEFTMOST] * len(_PREFILTER_KW),
-)
-_KW_RES = [(re.compile(kw), back) for kw, back, _ in _PREFILTER_KW]
+
+
+def _prefilter_table() -> tuple[list[bytes], list[int], list[tuple]]:
+    """Both tiers in one database; per expression id: (tier, fixed offsets,
+    keyword regex or None, keyword back offset)."""
+    exprs: list[bytes] = []
+    flags: list[int] = []
+    table: list[tuple] = []
+    for tier, fixed, kws in ((1, _PREFILTER_FIXED, _PREFILTER_KW), (2, _PREFILTER_FIXED_EXT, _PREFILTER_KW_EXT)):
+        for expr, offsets in fixed:
+            exprs.append(expr.encode())
+            flags.append(0)
+            table.append((tier, offsets, None, 0))
+        for kw, back, tail in kws:
+            exprs.append((kw + tail).encode())
+            flags.append(hyperscan.HS_FLAG_SOM_LEFTMOST)
+            table.append((tier, (), re.compile(kw), back))
+    return exprs, flags, table
+
+
+_PF_EXPRS, _PF_FLAGS, _PF_TABLE = _prefilter_table()
+_STATIC_HS = _Hs(_PF_EXPRS, _PF_FLAGS)
 
 # Non-ASCII characters that re's IGNORECASE matches to an ASCII letter (the
 # keyword detectors are partly case-insensitive): projected to that letter.
@@ -279,28 +477,38 @@ def _project(text: str) -> bytes:
     return bytes(data)
 
 
-def _candidates(text: str, data: bytes) -> list[int]:
-    """Sorted positions where _STATIC_RE may match (a superset)."""
-    hits = _STATIC_HS.scan(data)
-    if not hits:
-        return []
-    cands: set[int] = set()
-    nfixed = len(_PREFILTER_FIXED)
-    for eid, start, end in hits:
-        if eid < nfixed:
-            for d in _PREFILTER_FIXED[eid][1]:
+def _candidate_tiers(text: str, data: bytes) -> tuple[set[int], set[int]]:
+    """Positions where an _ALTS / an _ALTS_EXT detector may match (supersets;
+    may contain negative positions)."""
+    tiers: tuple[set[int], set[int]] = (set(), set())
+    for eid, start, end in _STATIC_HS.scan(data):
+        tier, offsets, kw_re, back = _PF_TABLE[eid]
+        cands = tiers[tier - 1]
+        if kw_re is None:
+            for d in offsets:
                 cands.add(end - d)
         else:
-            kw_re, back = _KW_RES[eid - nfixed]
             for m in kw_re.finditer(text, start, end):
                 cands.add(m.start() + back)
-    return sorted(c for c in cands if c >= 0)
+    return tiers
+
+
+def _candidates(text: str, data: bytes) -> list[int]:
+    """Sorted positions where _STATIC_RE may match (a superset)."""
+    c1, c2 = _candidate_tiers(text, data)
+    return sorted(c for c in c1 | c2 if c >= 0)
 
 
 _AUTH_SCHEMES = frozenset(
-    "bearer basic token bot jwt apikey api-key key sso-key negotiate ntlm digest aws4-hmac-sha256 hmac oauth".split()
+    "bearer basic token bot jwt apikey api-key key sso-key negotiate ntlm digest aws4-hmac-sha256 hmac oauth "
+    "ssws flyv1 splunk pat private-token zoho-oauthtoken".split()
 )
 _URL_AUTH_RE = re.compile(r"[^\s/@?#\"'<>\[\]]*\Z")
+# Sentry DSN: a 32-hex public key as the URL user, and a Sentry host or the
+# DSN's /<project id> path
+_SENTRY_KEY_RE = re.compile(r"[0-9a-f]{32}\Z")
+_SENTRY_HOST_RE = re.compile(r"[A-Za-z0-9.-]*(?:sentry[A-Za-z0-9.-]*(?![A-Za-z0-9.-])|(?::[0-9]+)?/(?:[A-Za-z0-9._-]+/)*[0-9]+(?![A-Za-z0-9._/-]))")
+_UNKNOWN_SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_-]{1,30}[ \t]+([A-Za-z0-9._~+/=:-]{16,4096})")
 _PEM_END_RE = re.compile(r"-----END[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----")
 _PEM_TRUNC_RE = re.compile(
     r"[ \t]*(?:(?:\r?\n|\\r\\n|\\n)[ \t]*(?:[A-Za-z0-9+/=]{1,128}|(?:Proc-Type|DEK-Info|Comment|Version):[^\n\\]*)?)*"
@@ -346,6 +554,10 @@ _KEY_SECRET_QUALIFIERS = (
     "slack", "twilio", "sendgrid", "mailgun", "datadog", "dd", "sentry", "algolia",
 )
 
+_NETRC_RE = re.compile(r"(?:^|\s)(?:machine|login|account)[ \t]+\S+\s+\Z")
+# letters-only passwords: a single lowercase letter between capitals, or
+# many case changes (camelCase identifiers have few)
+_RANDOM_CASE_RE = re.compile(r"[A-Z][a-z][A-Z]|(?:[a-z]+[A-Z]+){3}[a-z]")
 _CODE_CHAIN_RE = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+\Z")
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _WORDY_RE = re.compile(r"[A-Za-z]+(?:[_\-. ][A-Za-z]+)*\Z")
@@ -428,7 +640,7 @@ def _value_ok(v: str, cls: str, quoted: bool) -> bool:
         if n < 6:
             return False
         if _WORDY_RE.match(v):
-            return n >= 8 and v.islower()
+            return (n >= 8 and v.islower()) or (n >= 10 and v.isalpha() and bool(_RANDOM_CASE_RE.search(v)))
         return True
     if n < 8:
         return False
@@ -665,7 +877,10 @@ def _kv_spans(text: str, m: re.Match, g: str, cls: str, kstart: int, out: list) 
             pass  # camelCase: apiKeyValue, secretAccessKey
         else:
             return False  # tokenizer, keyboard, secretary, passwords
-        last = re.split(r"[_\-.]|(?<=[a-z0-9])(?=[A-Z])", suf)[-1].lower()
+        parts = re.split(r"[_\-.]|(?<=[a-z0-9])(?=[A-Z])", suf)
+        while len(parts) > 1 and parts[-1].isdigit():
+            parts.pop()  # Key-File-3 -> file
+        last = parts[-1].lower()
         if last in _NON_SECRET_SUFFIX:
             return False
     nstart = _key_name_start(text, kstart)
@@ -673,7 +888,10 @@ def _kv_spans(text: str, m: re.Match, g: str, cls: str, kstart: int, out: list) 
     lname = name.lower()
     if m.group(g + "ws") is not None:
         # whitespace separated: only for command line flags (--password xyz)
-        if not name.startswith("-"):
+        # and .netrc entries (machine h login u password xyz)
+        if not name.startswith("-") and not (
+            cls == "pass" and _NETRC_RE.search(text, max(0, nstart - 300), nstart)
+        ):
             return False
     if cls == "key":
         prefix = lname[: kstart - nstart].strip("_-.")
@@ -725,9 +943,17 @@ def _scan(text: str, dyn: "_Dyn") -> list[tuple[int, int]]:
     positions, then the dynamic values."""
     out: list[tuple[int, int]] = []
     data = _project(text)
-    match = _STATIC_RE.match
-    for s in _candidates(text, data):
-        m = match(text, s)
+    c1, c2 = _candidate_tiers(text, data)
+    match1 = _TIER1_RE.match
+    match2 = _TIER2_RE.match
+    for s in sorted(c1 | c2) if c2 else sorted(c1):
+        if s < 0:
+            continue
+        # == _STATIC_RE.match(text, s): tier 1 first, then tier 2 (which can
+        # only redact where its own prefilter expressions hit)
+        m = match1(text, s)
+        if m is None and s in c2:
+            m = match2(text, s)
         if m is not None:
             _handle(text, m, m.lastgroup, s, m.end(), out)
     dyn.spans(text, data, out)
@@ -736,6 +962,42 @@ def _scan(text: str, dyn: "_Dyn") -> list[tuple[int, int]]:
 
 def _left_ok(text: str, start: int) -> bool:
     return start <= 0 or not (text[start - 1].isalnum())
+
+
+# prefixed-token detectors whose (random) body must contain a digit, so that
+# identifiers such as ``secret_`` + a long word are not matched
+_NEEDS_DIGIT = frozenset(
+    "notion vercel render replicate groq pplx xai netlify alibaba tencent linear nuget eaa".split()
+)
+# bare formats without a separator (EAA…, LTAI…, AKID…) could also be a line
+# of a wrapped base64 block (certificate, PGP public key): not when the
+# neighbouring line is base64 too
+_B64_GUARD = frozenset(("eaa", "alibaba", "tencent"))
+_B64_LINE_RE = re.compile(r"[A-Za-z0-9+/=]{40,}\Z")
+
+
+def _in_base64_block(text: str, s: int, e: int) -> bool:
+    """Is text[s:e] alone on its line, next to a base64 or PEM armor line?"""
+    ls = text.rfind("\n", 0, s) + 1  # start of the token's line
+    le = text.find("\n", e)
+    le = len(text) if le < 0 else le  # end of the token's line
+    if text[ls:s].strip() or text[e:le].strip():
+        return False
+    prev_line = text[text.rfind("\n", 0, ls - 1) + 1:ls - 1] if ls else ""
+    nl = text.find("\n", le + 1)
+    next_line = text[le + 1:len(text) if nl < 0 else nl] if le < len(text) else ""
+    return any(
+        _B64_LINE_RE.match(x) or x.startswith("-----") for x in (prev_line.strip(), next_line.strip())
+    )
+
+
+def _token_like(v: str) -> bool:
+    """A random-looking credential (not a word, path or URL)."""
+    return (
+        len(v) >= 16 and _char_classes(v) >= 2 and any(c.isdigit() for c in v)
+        and not _WORDY_RE.match(v) and not _SEGMENTED_WORDS_RE.match(v) and "://" not in v
+        and not _is_placeholder(v)
+    )
 
 
 def _handle(text: str, m: re.Match, g: str, s: int, e: int, out: list):
@@ -762,6 +1024,9 @@ def _handle(text: str, m: re.Match, g: str, s: int, e: int, out: list):
             return False
         auth = text[i + 3:s]
         c = auth.find(":")
+        if c < 0 and _SENTRY_KEY_RE.match(auth) and _SENTRY_HOST_RE.match(text, s + 1):
+            out.append((i + 3, s))  # Sentry DSN https://<key>@o1.ingest.sentry.io/2
+            return True
         if c < 0 or not _URL_AUTH_RE.match(auth):
             return False
         ps = i + 3 + c + 1
@@ -784,9 +1049,17 @@ def _handle(text: str, m: re.Match, g: str, s: int, e: int, out: list):
         if _is_placeholder(v) and not (m.group("kauthzs") and len(v) >= 8 and v[0] not in "$<{"):
             return False
         vs, ve = m.span("kauthzv")
+        if v[-1] == "=" and text[ve:ve + 1] == '"' and v[:-1].isalpha():
+            return False  # an auth-param (realm="api"), not a credential
         scheme = (m.group("kauthzs") or "").strip().lower()
-        if not scheme and (v.lower() in _STOPWORDS or v.lower() in _AUTH_SCHEMES):
-            return False
+        if not scheme:
+            # an unknown scheme word followed by a credential: keep the word
+            um = _UNKNOWN_SCHEME_RE.match(text, vs)
+            if um is not None and _token_like(um.group(1)):
+                out.append(um.span(1))
+                return um.end(1)
+            if v.lower() in _STOPWORDS or v.lower() in _AUTH_SCHEMES:
+                return False
         if scheme in ("digest", "aws4-hmac-sha256", "hmac", "oauth"):
             nl = text.find("\n", vs)
             ve = len(text) if nl < 0 else nl
@@ -822,8 +1095,29 @@ def _handle(text: str, m: re.Match, g: str, s: int, e: int, out: list):
             ve -= 1
         out.append((off, ve))
         return ve
-    if g in ("slackhook", "sas", "azure", "azsas", "curlu"):
+    if g in ("slackhook", "sas", "azure", "azsas", "curlu", "discordhook", "teamshook", "putty"):
         out.append(m.span(g + "v"))
+        return True
+    if g in ("ssws", "mysqlp", "sshpass"):
+        vs, ve = m.span(g + "v")
+        if text[vs] in "'\"":
+            vs, ve = vs + 1, ve - 1
+        v = text[vs:ve]
+        if g == "mysqlp" and not _left_ok(text, st):
+            return False
+        if len(v) < 3 or _is_placeholder(v) or _looks_code(v, ""):
+            return False
+        out.append((vs, ve))
+        return True
+    if g == "dockerauth":
+        vs, ve = m.span("dockerauthv")
+        try:
+            raw = base64.b64decode(text[vs:ve] + "=" * (-(ve - vs) % 4), validate=True)
+        except ValueError:
+            return False
+        if b":" not in raw:
+            return False
+        out.append((vs, ve))
         return True
     if g == "aws":
         if not _left_ok(text, st):
@@ -860,6 +1154,10 @@ def _handle(text: str, m: re.Match, g: str, s: int, e: int, out: list):
         if not any(c.isdigit() for c in body) or _SEGMENTED_WORDS_RE.match(body):
             return False
     if g == "discord" and not any(c.isdigit() for c in text[s:e]):
+        return False
+    if g in _NEEDS_DIGIT and not any(c.isdigit() for c in text[s:e]):
+        return False  # random bodies of this length virtually always have one
+    if g in _B64_GUARD and (_char_classes(text[s:e]) < 3 or _in_base64_block(text, s, e)):
         return False
     out.append((st, e))
     return True
