@@ -109,9 +109,28 @@ PERSIST_PREFIX = ("/etc/cron", "/etc/crontab", "/etc/anacrontab", "/etc/profile"
                   "/lib/systemd/", "/usr/lib/systemd/", "/var/spool/cron", "~/.config/systemd", "~/.local/share/systemd", "~/.config/autostart",
                   "~/Library/LaunchAgents", "/Library/LaunchAgents", "/Library/LaunchDaemons")
 SECRET_HOME = ("~/.aws", "~/.gnupg", "~/.netrc", "~/.git-credentials", "~/.docker/config.json", "~/.kube/config", "~/.pgpass",
-               "~/.config/gcloud", "~/.azure", "~/.npmrc", "~/.pypirc", "~/.vault-token", "~/.password-store")
+               "~/.config/gcloud", "~/.azure", "~/.npmrc", "~/.pypirc", "~/.vault-token", "~/.password-store",
+               "~/.config/gh/hosts.yml", "~/.config/hub", "~/.cargo/credentials", "~/.gem/credentials", "~/.terraform.d/credentials.tfrc.json",
+               "~/.s3cfg", "~/.config/rclone/rclone.conf", "~/.local/share/keyrings")
 DANGER_ENV = _sh_set("LD_PRELOAD LD_LIBRARY_PATH LD_AUDIT DYLD_INSERT_LIBRARIES DYLD_LIBRARY_PATH BASH_ENV ENV PROMPT_COMMAND GIT_SSH_COMMAND GIT_SSH GIT_EXTERNAL_DIFF GIT_PROXY_COMMAND GIT_ASKPASS SSH_ASKPASS LESSOPEN LESSCLOSE PERL5OPT PYTHONSTARTUP SHELLOPTS BASHOPTS")
-CMD_ENV = _sh_set("PAGER MANPAGER GIT_PAGER EDITOR VISUAL GIT_EDITOR SYSTEMD_PAGER BROWSER")
+CMD_ENV = _sh_set("PAGER MANPAGER GIT_PAGER EDITOR VISUAL GIT_EDITOR GIT_SEQUENCE_EDITOR SYSTEMD_PAGER BROWSER")
+# Command-valued settings that are normal with a known program: key pattern -> programs the value may run.
+# Anything else in these keys (`sh -c id`, `touch /tmp/pwn`, `curl ..|sh`) stays denied; see _hook_value_ok.
+_PAGERS = _sh_set("cat less more most bat delta diff-so-fancy diff-highlight tig")
+_EDITORS = _sh_set("true : false vim vi nvim nano emacs emacsclient code code-insiders codium cursor subl mate micro hx helix kak kate gedit notepad ed cat sed")
+HOOK_PROGRAMS = (
+    (re.compile(r"^(core\.sshcommand|GIT_SSH_COMMAND)$", re.I), _sh_set("ssh")),
+    (re.compile(r"^(core\.pager|pager\.[\w.-]+|GIT_PAGER)$", re.I), _PAGERS),
+    (re.compile(r"^(core\.editor|sequence\.editor)$", re.I), _EDITORS),
+    (re.compile(r"^(diff\.external|GIT_EXTERNAL_DIFF)$", re.I), _sh_set("difft difftastic delta icdiff ydiff diff-so-fancy")),
+    (re.compile(r"^filter\.lfs\.(clean|smudge|process)$", re.I), _sh_set("git-lfs")),
+    (re.compile(r"^ProxyCommand$", re.I), _sh_set("ssh nc ncat netcat connect connect-proxy corkscrew proxytunnel cloudflared aws gcloud")),
+)
+CRED_HELPERS = _sh_set("store cache osxkeychain manager manager-core libsecret wincred gnome-keyring")
+WORLD_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/shm", "/dev/mqueue", "/var/crash")
+# Command substitutions whose output carries no local secret (arch, date, commit id, version): fine inside a download URL.
+LOW_INFO_CMDS = _sh_set("uname arch date lsb_release nproc getconf")
+TEXT_FILTERS = _sh_set("tr sed cut head tail awk xargs grep sort uniq")
 GIT_BAD_KEYS = re.compile(r"^(core\.(sshcommand|pager|editor|fsmonitor|hookspath|gitproxy|askpass)|protocol\.ext\.allow|uploadpack\.packobjectshook|diff\.external|.*\.(textconv|command)|filter\..*\.(clean|smudge|process)|sequence\.editor|credential\.helper)$", re.I)
 
 # Cloud instance-metadata services (credential theft / SSRF targets); numeric forms are decoded by _inet_aton.
@@ -900,6 +919,8 @@ class _An:
             return val if known and val else self.join(word, depth)
         if op[:2] == ":+" or op[:1] == "+":
             return self.join(op[2:] if op[0] == ":" else op[1:], depth) if known and val else ("" if known else U)
+        if op[:2] == ":?":  # `${X:?msg}` aborts when X is unset or empty: the value is unknown but never empty
+            return val if known and val else U + U
         if not known:
             return U
         sm = re.match(r":\s*(-?\d+)\s*(?::\s*(-?\d+))?$", op)
@@ -952,9 +973,6 @@ class _An:
             self._subs, self._procs, self._ind = saved
 
     def _finish(self, cmd: _Cmd, depth: int):
-        for k, v in cmd.assigns.items():
-            if k in CMD_ENV and v:
-                cmd.subs.extend(self.text(v, depth + 1))
         for _ in range(MAX_DEPTH + 2):
             if not cmd.argv or cmd.unknown:
                 break
@@ -979,7 +997,22 @@ class _An:
                 break
             cmd.argv = val
             _name_unknown(cmd)
+        for k, v in cmd.assigns.items():  # prefix, `env K=V` and `export K=V` values that name a program
+            if k in CMD_ENV and v:
+                cmd.subs.extend(self.text(v, depth + 1))
         nm = cmd.name
+        tool_code = _tool_code(cmd) if nm in TOOL_SHELLS and not cmd.unknown else []
+        for code in tool_code[:16]:  # sqlite3 '.shell ..', mysql '\\! ..', psql COPY .. PROGRAM '..', gdb -ex '!..'
+            inner = self.text(code, depth + 1)
+            for x in inner:
+                x.parent = x.parent or nm
+            cmd.subs.extend(inner)
+        if nm == "git" and not cmd.unknown:
+            for code in _git_code(cmd.args):
+                inner = self.text(code, depth + 1)
+                for x in inner:
+                    x.parent = x.parent or "git"
+                cmd.subs.extend(inner)
         if nm in ("cd", "pushd"):
             t = (cmd.args or ["~"])[0]
             self.cwd = _npath(t) if t.startswith(("/", "~")) and not (U in t or S in t) else cmd.path(t) if self.cwd and U not in t else None
@@ -1027,7 +1060,7 @@ class _An:
             if op in (">", ">>", ">|") and t and U not in t and S not in t:
                 b = _base(t)
                 self.written[b] = (self.written.get(b, "") + "\n" + text) if op == ">>" else text
-                if ".git/hooks/" in t:
+                if re.search(r"(^|/)(\.git/hooks|\.githooks|\.husky|\.git-hooks)/", t):  # git runs these later
                     cmd.subs.extend(self.text(text, depth + 1))
 
     def _piped_script(self, cmd: _Cmd, depth: int):
@@ -1298,6 +1331,88 @@ def _after_first_operand(args: list, with_arg: frozenset) -> list | None:
     return args[i + 1:] or None
 
 
+TOOL_SHELLS = _sh_set("sqlite3 sqlite mysql mariadb psql gdb make gmake gcc cc g++ c++ clang clang++ emacs expect tclsh wish julia")
+
+
+def _tool_code(cmd) -> list:
+    """Shell commands that non-shell tools run for you: sqlite3 `.shell`/`.system`, mysql `\\!`/`system`, psql `\\!` and
+    `COPY .. TO/FROM PROGRAM '..'`, gdb `-ex '!..'`/`shell ..`/`python ..`, `make --eval` recipes, `gcc -wrapper`,
+    emacs `(shell-command ..)`, expect `spawn`, tcl `exec`, julia backticks."""
+    nm, a = cmd.name, cmd.args
+    texts = a + [t for op, t in cmd.redirs if op in ("<<", "<<<")]
+    out = []
+    if nm in ("sqlite3", "sqlite"):
+        out += [m.group(2) for t in texts for m in re.finditer(r"(?m)^\s*\.(shell|system)\s+(.+)$", t)]
+    elif nm in ("mysql", "mariadb"):
+        out += [m.group(2) for t in texts for m in re.finditer(r"(?im)(^|;)\s*(?:\\!|system)\s+([^;]+)", t)]
+    elif nm == "psql":
+        out += [m.group(1) for t in texts for m in re.finditer(r"(?m)\\!\s*(.+)$", t)]
+        out += [m.group(1).replace("''", "'") for t in texts for m in re.finditer(r"(?i)\bPROGRAM\s+(?:E)?'((?:''|[^'])*)'", t)]
+    elif nm == "gdb":
+        for i, x in enumerate(a):
+            v = a[i + 1] if x in ("-ex", "--ex", "-eval-command", "--eval-command", "-iex") and i + 1 < len(a) else x.split("=", 1)[1] if x.startswith("--eval-command=") else None
+            m = re.match(r"^\s*(?:!|shell\s+|pipe\s+.*?\|\s*)(.+)$", v or "", re.S)
+            if m:
+                out.append(m.group(1))
+            elif v and re.match(r"^\s*(python|py|pi)\b", v):
+                out += [m.group(2) for m in _RX["call"].finditer(v)]
+    elif nm in ("make", "gmake"):
+        for i, x in enumerate(a):
+            v = a[i + 1] if x == "--eval" and i + 1 < len(a) else x.split("=", 1)[1] if x.startswith("--eval=") else None
+            out += [ln.lstrip("\t-@+ ") for ln in (v or "").split("\n") if ln.startswith("\t")]
+    elif nm in ("gcc", "cc", "g++", "c++", "clang", "clang++"):
+        out += [" ".join(a[i + 1].split(",")) for i, x in enumerate(a[:-1]) if x == "-wrapper"]
+    elif nm == "emacs":
+        out += [m.group(1) for t in a for m in re.finditer(r"(?:shell-command|call-process-shell-command|start-process-shell-command)[^\"]*\"((?:\\.|[^\"])*)\"", t)]
+        out += [m.group(1) for t in a for m in re.finditer(r"\((?:term|ansi-term|shell)\s+\"([^\"]+)\"", t)]
+    elif nm in ("expect", "tclsh", "wish"):
+        out += [m.group(2) for t in texts for m in re.finditer(r"(?m)(^|[;{\[])\s*(?:spawn|exec|open\s+\|)\s+([^;\]}\n]+)", t)]
+    elif nm == "julia":
+        out += [m.group(1) for t in a for m in _RX["tick"].finditer(t)]
+    return [re.sub(r"\s*\d?[<>]@\w+", "", x).strip() for x in out if x and x.strip()]
+
+
+_GIT_GLOBAL_VAL = _sh_set("-C -c --git-dir --work-tree --namespace --exec-path --config-env")
+
+
+def _git_sub(args: list) -> tuple:
+    """(subcommand, its arguments) of a git argv, skipping global options such as `-C dir` and `-c k=v`."""
+    i = 0
+    while i < len(args) and args[i].startswith("-"):
+        i += 2 if args[i] in _GIT_GLOBAL_VAL else 1
+    return (args[i], args[i + 1:]) if i < len(args) else ("", [])
+
+
+def _git_code(args: list) -> list:
+    """Shell code git itself will run: `rebase -x CMD`, `bisect run CMD..`, `submodule foreach CMD`, `!` aliases."""
+    out = []
+    sub, rest = _git_sub(args)
+    for i, x in enumerate(args):  # git -c alias.x='!cmd'
+        if x == "-c" and i + 1 < len(args) and re.match(r"^alias\.[^=]+=\s*!", args[i + 1], re.I):
+            out.append(args[i + 1].split("!", 1)[1])
+    if sub == "rebase":
+        for i, x in enumerate(rest):
+            if x in ("-x", "--exec") and i + 1 < len(rest):
+                out.append(rest[i + 1])
+            elif x.startswith("--exec="):
+                out.append(x.split("=", 1)[1])
+    elif sub == "bisect" and rest[:1] == ["run"] and rest[1:]:
+        out.append(" ".join(_shq(x) for x in rest[1:]))
+    elif sub == "submodule" and "foreach" in rest:
+        cmd = [x for x in rest[rest.index("foreach") + 1:] if x not in ("--recursive", "-q", "--quiet")]
+        if cmd:
+            out.append(" ".join(cmd) if len(cmd) == 1 else " ".join(_shq(x) for x in cmd))
+    elif sub == "config":
+        ops = _operands(rest, _sh_set("-f --file --blob --type --default --comment"))
+        if len(ops) >= 2 and re.match(r"^alias\.", ops[0], re.I) and ops[1].lstrip().startswith("!"):
+            out.append(ops[1].lstrip()[1:])
+    return out
+
+
+def _shq(x: str) -> str:
+    return x if re.fullmatch(r"[\w./:=@%+,-]+", x) else "'" + x.replace("'", "'\\''") + "'"
+
+
 def _unwrap(an: _An, cmd: _Cmd):
     """Return ('argv', inner_argv) / ('code', shell_text) for wrapper commands, else None."""
     nm, args = cmd.name, cmd.args
@@ -1443,6 +1558,8 @@ def r_destructive_misc(an, c):
         for t in map(c.path, _operands(a, _sh_set("--reference"))[1:]):
             why = _critical(t)
             if why and (rec or _npath(t) in ("/", "~") or why == "filesystem root"):
+                if why in ("home credentials/config", "home directory") and _self_only(nm, a):
+                    continue  # chmod -R go-rwx ~/.ssh tightens; chown -R $USER ~/.config gives back to the user
                 return [(f"{nm}{' -R' if rec else ''} on {_show(t)} ({why})", True)]
     if nm == "mv":
         ops = _operands(a, _sh_set("-t -S"))
@@ -1455,10 +1572,38 @@ def r_destructive_misc(an, c):
     return []
 
 
+PKG_CACHES = ("/var/lib/apt/lists/", "/var/cache/apt/", "/var/cache/apk/", "/var/cache/yum/", "/var/cache/dnf/", "/var/cache/pacman/pkg/")
+
+
+def _app_path(n: str) -> bool:
+    """Paths that are a user's or an application's files although they sit under a system prefix: root's home
+    (/root/project/dist, when the agent runs as root its home is /root) and a site under /var/www/<site>/<...>.
+    Home dotfiles, keys and whole directories stay covered by persistence/secrets/destructive_ops."""
+    parts = [x for x in n.split("/") if x]
+    return (parts[:1] == ["root"] and len(parts) >= 3 and not parts[1].startswith(".")) or (parts[:2] == ["var", "www"] and len(parts) >= 4)
+
+
+def _self_only(nm: str, a: list) -> bool:
+    """chmod that only removes group/other access (go-rwx, 700, 600, u=rwX,go=), or chown to the invoking user
+    ($USER, $(id -u), $(whoami)): harmless on the user's own home directories."""
+    ops = _operands(a, _sh_set("--reference"))
+    if not ops:
+        return False
+    mode = ops[0]
+    if nm == "chmod":
+        if re.fullmatch(r"0?[4-7]00", mode):
+            return True
+        clauses = mode.split(",")
+        return all(re.fullmatch(r"[go]+-[rwxXst]+|[go]+=|u[+=][rwxX]+", x) for x in clauses) and any(x[0] in "go" for x in clauses)
+    return bool(re.fullmatch(rf"[{U}{S}]([:.][{U}{S}])?:?", mode))
+
+
 def r_system_writes(an, c):
     out = []
     for t in _writes(c):
-        n = _npath(t)
+        n = _npath(c.path(t))
+        if _app_path(n) or (c.name == "rm" and n.startswith(PKG_CACHES) and len(n.split("/")) > 4):
+            continue  # rm -rf /var/lib/apt/lists/* is the standard image-size cleanup
         if _BLOCKDEV.match(n) or _persist(t) or n.startswith(("/etc/sudoers", "/etc/shadow", "/etc/passwd", "/etc/group", "/etc/gshadow", "/etc/ld.so", "/proc/sys", "/sys/", "/proc/sysrq")):
             continue  # owned by disk_write / persistence / privilege_escalation / env_injection / container_escape
         if _system_path(t):
@@ -1483,7 +1628,7 @@ def r_upload(an, c):
             v = a[i + 1] if i + 1 < len(a) else ""
             if x in ("-d", "--data", "--data-binary", "--data-raw", "--data-urlencode", "--data-ascii", "--json") or x.startswith(("--data=", "--data-binary=")):
                 v = v if not x.startswith("--data") or "=" not in x else x.split("=", 1)[1]
-                if v.startswith("@") or S in v or "=@" in v:
+                if (v.startswith("@") or S in v or "=@" in v) and not _request_body_file(v):
                     data.append(v)
             elif x in ("-F", "--form") and ("@" in v or "=<" in v):
                 data.append(v)
@@ -1501,13 +1646,48 @@ def r_upload(an, c):
     return []
 
 
+_BODY_FILE = re.compile(r"^@(?!.*(secret|credential|passw|token|private|key|auth|kube|adminsdk|service.?account|vault|config|\.env|dump|backup|\.db|sqlite))[\w][\w./-]*\.(json|xml|graphql|gql|ya?ml)$", re.I)
+
+
+def _request_body_file(v: str) -> bool:
+    """`curl -d @payload.json`: a JSON/XML/GraphQL/YAML request body kept in the project (relative path, ordinary
+    name). Data files, dumps, archives, anything secret-looking, home or absolute paths remain uploads."""
+    return bool(_BODY_FILE.match(v)) and ".." not in v.split("/") and not _sensitive(v[1:])
+
+
+def _low_info_sub(s, url_host: str) -> bool:
+    """A command substitution whose output is not local data: machine architecture, date, commit id, a version
+    string, or text fetched from the same host as the outer URL (`dl.k8s.io/release/$(curl dl.k8s.io/..stable.txt)`)."""
+    nm, a = s.name, s.args
+    if s.unknown or s.code is not None or s.icode or any(op == "<" for op, _ in s.redirs) or any(not _low_info_sub(x, url_host) for x in s.subs):
+        return False
+    if nm in LOW_INFO_CMDS or (nm == "dpkg" and a == ["--print-architecture"]) or (nm == "rpm" and a[:1] == ["--eval"]):
+        return True
+    if a and all(x in ("--version", "-v", "-V", "version", "--short") for x in a):
+        return True
+    if nm == "git" and _git_sub(a)[0] in ("rev-parse", "describe", "rev-list") or nm == "git" and a[:2] == ["branch", "--show-current"]:
+        return True
+    if nm == "go" and a[:1] == ["env"] and all(x.startswith("GO") for x in a[1:]):
+        return True
+    if nm in ("curl", "wget") and url_host and _hosts(s) and all(h.lower() == url_host.lower() for h in _hosts(s)) and \
+            not any(x.startswith(("-d", "--data", "-F", "--form", "-T", "--upload", "--json", "--post", "--body")) for x in a):
+        return True
+    # `$(uname -s | tr A-Z a-z)`: a filter fed by the pipe, with no file operands of its own
+    nfiles = len(_operands(a, _sh_set("-d -f -F -n -c -e -v"))) - {"tr": 2, "sed": 1, "awk": 1, "grep": 1}.get(nm, 0)
+    return nm in TEXT_FILTERS and s.stage > 0 and nfiles <= 0
+
+
 def r_dns_exfil(an, c):
     if c.name in DOWNLOADERS | NETCAT | _sh_set("host dig nslookup ping drill traceroute whois getent ping6"):
-        for h in _hosts(c) + c.args:
+        urls = [m for m in map(_URL.match, c.args) if m]
+        plain = [x for x in c.args if not _URL.match(x)] if c.name not in DOWNLOADERS or not urls else []
+        for h in [m.group(1) for m in urls] + _hosts(c) + plain:
             if S in h and re.search(S + r"[^/\s]*\.[a-zA-Z]|[a-zA-Z0-9-]\." + S, h) or (S in h and _URL.match(h) and S in (_URL.match(h).group(1))):
                 return [(f"command output embedded in hostname {_show(h)}", True)]
-        if any(S in x for x in c.args if _URL.match(x)) and _remote(c):
-            return [("command output embedded in a remote URL", True)]
+        if any(S in m.group(0) or S in m.string for m in urls) and _remote(c):
+            host = urls[0].group(1)
+            if not c.subs or not all(_low_info_sub(s, host) for s in c.subs) or any(S in m.group(1) for m in urls):
+                return [("command output embedded in a remote URL", True)]
     return []
 
 
@@ -1521,9 +1701,14 @@ def r_env_dump(an, c):
         return [("reads process environment", True)]
     if not dump:
         return []
-    nxt = [u for u in an.pipes.get(c.pipe, []) if u.stage == c.stage + 1]
-    if nxt and all(u.name in ("grep", "egrep", "fgrep", "rg") for u in nxt) and not any(">" in op for op, _ in c.redirs):
+    later = sorted((u for u in an.pipes.get(c.pipe, []) if u.stage > c.stage), key=lambda u: u.stage)
+    # `env | sort | grep -i path`: pass-through sorting before the grep shows no more than the grep alone
+    while later and later[0].name in ("sort", "uniq") and not later[0].redirs:
+        later = later[1:]
+    if later and later[0].name in ("grep", "egrep", "fgrep", "rg") and not any(">" in op for op, _ in c.redirs):
         return [(f"{nm} output filtered through grep (still exposes matching variables)", False)]
+    if later and later[0].name == "wc" and len(later) == 1 and not any(">" in op for op, _ in c.redirs):
+        return []  # `env | wc -l` prints a count
     return [(f"{nm} dumps the environment", True)]
 
 
@@ -1640,6 +1825,31 @@ def r_code_exec(an, c):
     return out
 
 
+def r_tool_abuse(an, c):
+    """Data stores and credential stores driven into writing files or handing out secrets."""
+    nm, low = c.name, [x.lower() for x in c.args]
+    j = " ".join(low)
+    if nm in ("redis-cli", "valkey-cli", "keydb-cli") and (re.search(r"\bconfig set (dir|dbfilename)\b|\bmodule load\b", j) or
+                                                           re.search(r"\b(slaveof|replicaof) (?!no\b)(\S+)", j) and not _loopback(re.search(r"\b(slaveof|replicaof) (\S+)", j).group(2))):
+        return [("code_injection", f"{nm} makes the server write files or load code (CONFIG SET dir/dbfilename, MODULE LOAD, rogue replica)", True)]
+    if nm in ("mysql", "mariadb", "psql", "sqlite3") and re.search(r"\binto\s+(outfile|dumpfile)\b|\bcopy\b.*\bto\s+'/", j) and \
+            (WEBSHELL.search(" ".join(c.args)) or re.search(r"(outfile|dumpfile|to)\s+'(/var/www|/usr/share/nginx|/srv/www|/root/\.ssh|/home/[^/']+/\.ssh|/etc/cron)", j)):
+        return [("code_injection", f"{nm} writes a web shell / key / cron file through SQL", True)]
+    if nm == "git" and _git_sub(c.args)[0] in ("credential", "credential-store", "credential-cache", "credential-manager") and set(low) & {"fill", "get"}:
+        return [("data_exfiltration", "git credential fill prints stored passwords/tokens", True)]
+    if nm == "security" and low[:1] and low[0] in ("find-generic-password", "find-internet-password", "dump-keychain") and ("-w" in low or "-g" in low or low[0] == "dump-keychain"):
+        return [("data_exfiltration", "macOS keychain secret read", True)]
+    return []
+
+
+def r_tool_abuse_ci(an, c):
+    return [(r, d) for g, r, d in r_tool_abuse(an, c) if g == "code_injection"]
+
+
+def r_tool_abuse_ex(an, c):
+    return [(r, d) for g, r, d in r_tool_abuse(an, c) if g == "data_exfiltration"]
+
+
 def r_priv(an, c):
     nm, a = c.name, c.args
     w = [x for x in c.wrappers if x in PRIV]
@@ -1651,6 +1861,8 @@ def r_priv(an, c):
         return [(f"{nm} -p keeps setuid privileges", True)]
     if nm == "find" and re.search(r"-perm\s+[-/+]?(u=s|g=s|[0-7]*[246]000|-u=s)", " ".join(a)):
         return [("searches for setuid binaries (privilege-escalation recon)", False)]
+    if nm == "rsync" and any(re.match(r"^(sudo|doas|su|pkexec)\b", v) for i, x in enumerate(a) for v in [a[i + 1] if x == "--rsync-path" and i + 1 < len(a) else x.split("=", 1)[1] if x.startswith("--rsync-path=") else ""]):
+        return [("rsync --rsync-path runs the remote side via sudo", True)]
     if nm == "mount" and _operands(a, _sh_set("-t -o -L -U")) or nm == "umount":
         return [(f"{nm} changes mounts", True)]
     if nm == "chmod":
@@ -1663,20 +1875,96 @@ def r_priv(an, c):
     return []
 
 
+def _hook_value_ok(key: str, value: str) -> bool:
+    """A command-valued setting (GIT_SSH_COMMAND, core.pager, ProxyCommand ...) that only runs a known program harmlessly.
+
+    The value is analysed like a command line: every command in it must be on the key's list and no rule may deny it."""
+    k = key.lower()
+    if k == "core.fsmonitor":
+        return value.strip().lower() in ("true", "false", "")
+    if k == "credential.helper":
+        w = value.split()
+        return not w or (w[0] in CRED_HELPERS and all(re.fullmatch(r"--(timeout=\d+|file=[\w./~-]+|socket=[\w./~-]+)", x) for x in w[1:]))
+    if k == "core.hookspath":  # a hooks directory tracked in the repository (.husky, .githooks); not /tmp or ../..
+        v = value.strip()
+        return v == "/dev/null" or bool(v) and not v.startswith(("/", "~", "-")) and ".." not in v.split("/") and not re.search(r"[\s$`;|&<>" + U + S + "]", v)
+    progs = next((ps for rx, ps in HOOK_PROGRAMS if rx.match(key)), None)
+    if progs is None or not value.strip() or any(m in value for m in (S, P)) or len(value) > 500:
+        return False
+    try:
+        sub = _analyse(value)
+        if not sub.cmds or any(x.unknown or x.code is not None or _base(x.name) not in progs for x in sub.cmds):
+            return False
+        if any(x.name == "ssh" and any(y == "-F" or y.startswith("-F") for y in x.args) for x in sub.cmds):
+            return False  # an ssh config file can carry its own ProxyCommand/LocalCommand
+        return not any(d for _, _, d in _evaluate(sub, frozenset()))
+    except Exception:
+        return False
+
+
+def _libpath_ok(v: str) -> bool:
+    """LD_LIBRARY_PATH/DYLD_LIBRARY_PATH pointing at build output or toolchains (./build/lib, $CONDA_PREFIX/lib,
+    /usr/local/cuda/lib64) is normal development; a world-writable drop directory (/tmp, /dev/shm) or a command
+    output is the library-hijack pattern."""
+    if S in v or P in v:
+        return False
+    for e in v.split(":"):
+        if not e or e.startswith(U):  # the previous value, or $CONDA_PREFIX/lib
+            continue
+        n = _npath(e)
+        if n.startswith("/") and (n == "/" or n.startswith(WORLD_WRITABLE)):
+            return False
+        if not n.startswith(("/", "~")) and posixpath.normpath(n).startswith("../.."):
+            return False
+    return True
+
+
+def _node_options_ok(v: str) -> bool:
+    """NODE_OPTIONS preloads: packages (`dotenv/config`, `@opentelemetry/..`, `ts-node/register`) and project-relative
+    files are normal; absolute, home, URL/data: or unresolved modules are the injection pattern."""
+    w = v.split()
+    for i, x in enumerate(w):
+        mod = None
+        if x in ("-r", "--require", "--import", "--loader", "--experimental-loader") and i + 1 < len(w):
+            mod = w[i + 1]
+        elif re.match(r"^--(require|import|loader|experimental-loader)=", x):
+            mod = x.split("=", 1)[1]
+        elif x.startswith("-r") and len(x) > 2 and not x.startswith("--"):
+            mod = x[2:]
+        if mod is not None:
+            mod = mod.strip("'\"")
+            if not mod or mod.startswith(("/", "~", "data:", "http:", "https:", "file:")) or U in mod or S in mod or ".." in mod.split("/"):
+                return False
+    return True
+
+
 def r_env_inject(an, c):
     out = []
     for k, v in c.assigns.items():
-        if (k in DANGER_ENV and (k != "ENV" or c.name in SHELLS)) or k.startswith("BASH_FUNC_") or (k == "NODE_OPTIONS" and re.search(r"(^|\s)(-r|--require|--import|--loader|--experimental-loader)", v)) or (k == "PS4" and (S in v or U in v)):
+        if k in ("LD_LIBRARY_PATH", "DYLD_LIBRARY_PATH", "DYLD_FALLBACK_LIBRARY_PATH"):
+            bad = not _libpath_ok(v)
+        elif k in ("GIT_SSH_COMMAND", "GIT_EXTERNAL_DIFF"):
+            bad = not _hook_value_ok(k, v)
+        elif k == "NODE_OPTIONS":
+            bad = not _node_options_ok(v)
+        else:
+            bad = (k in DANGER_ENV and (k != "ENV" or c.name in SHELLS)) or k.startswith("BASH_FUNC_") or (k == "PS4" and (S in v or U in v))
+        if bad:
             out.append((f"sets {k}", True))
     if c.name == "git":
         for i, x in enumerate(c.args):
             kv = c.args[i + 1] if x == "-c" and i + 1 < len(c.args) else x[2:] if x.startswith("-c") and len(x) > 2 else None
-            if kv and GIT_BAD_KEYS.match(kv.split("=", 1)[0]):
+            if kv and GIT_BAD_KEYS.match(kv.split("=", 1)[0]) and not _hook_value_ok(kv.split("=", 1)[0], kv.split("=", 1)[1] if "=" in kv else "true"):
                 out.append((f"git -c {kv.split('=', 1)[0]} runs a command", True))
-        if c.args[:1] == ["config"]:
-            key = next((x for x in c.args[1:] if not x.startswith("-")), "")
-            if GIT_BAD_KEYS.match(key) and len(_operands(c.args[1:])) >= 2 and not key.lower().endswith(("editor", "pager")):
-                out.append((f"git config {key} installs a command hook", True))
+        sub, rest = _git_sub(c.args)
+        if sub == "config":
+            if any(x in ("--get", "--get-all", "--get-regexp", "--unset", "--unset-all", "-l", "--list", "--remove-section") for x in rest) or rest[:1] in (["get"], ["unset"], ["list"]):
+                rest = []
+            ops = _operands(rest, _sh_set("-f --file --blob --type --default --comment"))
+            if ops[:1] == ["set"]:
+                ops = ops[1:]
+            if len(ops) >= 2 and GIT_BAD_KEYS.match(ops[0]) and not _hook_value_ok(ops[0], ops[1]):
+                out.append((f"git config {ops[0]} installs a command hook", True))
     out += [(f"writes {_show(t)}", True) for t in _writes(c) if _npath(t).startswith("/etc/ld.so")]
     return out
 
@@ -1709,7 +1997,7 @@ def _container_flags(nm, a):
         a = a[1:]
     if nm in ("docker", "podman", "nerdctl") and a[:1] and a[0] in ("run", "create", "exec", "container"):
         j = " ".join(a)
-        if re.search(r"--privileged|--(pid|userns|uts|ipc)[= ]host|--cap-add[= ](SYS_ADMIN|ALL|SYS_MODULE|SYS_PTRACE|DAC_READ_SEARCH)|(apparmor|seccomp)[=:]unconfined|label[=:]disable|--device[= ]/dev/(sd|nvme|mem|kmsg)", j, re.I):
+        if re.search(r"--privileged|--(pid|userns|uts)[= ]host|--cap-add[= ](SYS_ADMIN|ALL|SYS_MODULE|DAC_READ_SEARCH|SYS_RAWIO|SYS_BOOT)|(apparmor|seccomp)[=:]unconfined|label[=:]disable|--device[= ]/dev/(sd|nvme|mem|kmsg)", j, re.I):
             out.append(("privileged/host-namespace container", True))
         for i, x in enumerate(a):
             v = a[i + 1] if x in ("-v", "--volume", "--mount") and i + 1 < len(a) else x.split("=", 1)[1] if x.startswith(("--volume=", "--mount=", "-v=")) else None
@@ -1732,7 +2020,8 @@ def r_mining(an, c):
 def r_filter_bypass(an, c):
     nm, a = c.name, c.args
     out = []
-    if c.wrappers[-1:] == ["find"] and (nm in SHELLS or _iname(nm) in SHELLS) and c.code is None:
+    if c.wrappers[-1:] == ["find"] and (nm in SHELLS or _iname(nm) in SHELLS) and c.code is None and \
+            (_shell_args(a)[1] is None or set(_shorts(a)) & set("isp")):  # `-exec bash -n {}` checks/runs a found script
         out.append(("find -exec spawns a shell", True))
     if c.parent and (nm in SHELLS or _iname(nm) in SHELLS) and c.code is None and _shell_args(a)[1] is None:
         out.append((f"{c.parent} spawns an interactive shell (escape from a restricted program)", True))
@@ -1750,15 +2039,22 @@ def r_filter_bypass(an, c):
         out.append(("tar option runs a command", True))
     if nm == "zip" and any(x in ("-TT", "--unzip-command") or x.startswith("--unzip-command") for x in a):
         out.append(("zip -TT runs a command", True))
-    if nm == "git" and any(x.startswith(("--upload-pack", "--receive-pack", "--exec", "-u")) or x.startswith("ext::") for x in a):
-        out.append(("git option runs a command", True))
+    if nm == "git":
+        sub, rest = _git_sub(a)
+        # -u is --upload-pack only for clone/ls-remote (push -u = --set-upstream); rebase --exec is analysed as code
+        bad = ("--upload-pack", "--receive-pack") + (() if sub == "rebase" else ("--exec",)) + (("-u",) if sub in ("clone", "ls-remote") else ())
+        if any(x.startswith(bad) and x != "--exec-path" or x.startswith("ext::") for x in a):
+            out.append(("git option runs a command", True))
     if nm == "rsync":
         for i, x in enumerate(a):
             v = a[i + 1] if x in ("-e", "--rsh", "--rsync-path") and i + 1 < len(a) else x.split("=", 1)[1] if x.startswith(("--rsh=", "--rsync-path=")) else None
             if v and _base(v.split()[0] if v.split() else "") not in ("ssh", "rsh", "rsync", "sudo") or v and re.search(r"[;|&`$]", v):
                 out.append(("rsync -e/--rsync-path runs a non-ssh command", True))
-    if nm in ("ssh", "scp", "sftp") and re.search(r"(ProxyCommand|LocalCommand|PermitLocalCommand)\s*=?\s*", " ".join(a), re.I):
-        out.append(("ssh option runs a local command", True))
+    if nm in ("ssh", "scp", "sftp", "autossh") and re.search(r"(ProxyCommand|LocalCommand|PermitLocalCommand)\s*=?\s*", " ".join(a), re.I):
+        vals = [(m.group(1), m.group(2)) for x in a for m in [re.match(r"^(?:-o)?\s*(ProxyCommand|LocalCommand|PermitLocalCommand)\s*(?:=\s*|\s+)(.*)$", x, re.I | re.S)] if m]
+        # a jump through a bastion (`ProxyCommand=ssh -W %h:%p bastion`, `aws ssm start-session ..`) is routine
+        if not vals or any(k.lower() != "proxycommand" or not _hook_value_ok("ProxyCommand", v) for k, v in vals):
+            out.append(("ssh option runs a local command", True))
     if nm in ("man", "less", "more") and any(x.startswith(("-P", "--pager")) for x in a):
         out.append((f"{nm} custom pager command", True))
     if c.indirect:
@@ -1806,6 +2102,8 @@ def r_power(an, c):
 def r_disk(an, c):
     nm, a = c.name, c.args
     sh = _shorts(a)
+    if (nm.startswith("mkfs") or nm in ("mke2fs", "mkswap", "mkdosfs", "mkntfs")) and _image_file_target(c):
+        return []  # mkfs.ext4 -F rootfs.img / mkswap swapfile.img: formatting a regular file image
     if nm.startswith("mkfs") or nm in DISK_TOOLS or (nm == "cryptsetup" and set(a) & {"luksFormat", "erase"}) or (nm == "badblocks" and "w" in sh):
         return [(f"{nm} formats/erases a device", True)]
     if (nm in ("fdisk", "sfdisk") and not set(a) & {"-l", "--list", "-d", "--dump", "-V", "--verify", "-s", "--show-size"}) or \
@@ -1819,6 +2117,16 @@ def r_disk(an, c):
     if nm in ("shred", "wipe", "dd") and any(_BLOCKDEV.match(x.split("=", 1)[-1]) for x in a if nm != "dd" or x.startswith("of=")):
         return [(f"{nm} overwrites a device", True)]
     return []
+
+
+def _image_file_target(c) -> bool:
+    """mkfs/mkswap aimed only at relative (or /tmp) regular files: never /dev, never an unresolved path."""
+    ops = [c.path(x) for x in _operands(c.args, _sh_set("-t -L -b -C -i -I -J -m -M -n -N -o -O -r -E -T -U -e -g -G -d"))]
+    ops = [x for x in ops if not re.fullmatch(r"\d+[kKmMgG]?", x)]  # trailing block count
+    if not ops or any(m in x for x in ops for m in (U, S, P)):
+        return False
+    return all(not _npath(x).startswith("/") or _npath(x).startswith(("/tmp/", "/var/tmp/")) for x in ops) and \
+        all(not _npath(x).startswith("~/.") for x in ops)
 
 
 def r_recon(an, c):
@@ -2132,9 +2440,9 @@ def r_tunnel(an, c):
 # group -> (per-command rules, whole-command rules). Data, not code paths: add a function to extend.
 RULES: dict[str, tuple[tuple, tuple]] = {
     "destructive_ops": ((r_rm, r_destructive_misc), ()),
-    "data_exfiltration": ((r_secret_read, r_upload, r_dns_exfil, r_metadata, r_exfil_copy, r_raw_memory), ()),
+    "data_exfiltration": ((r_secret_read, r_upload, r_dns_exfil, r_metadata, r_exfil_copy, r_raw_memory, r_tool_abuse_ex), ()),
     "reverse_shell": ((r_revshell,), (w_mkfifo,)),
-    "code_injection": ((r_code_exec,), (w_download_exec,)),
+    "code_injection": ((r_code_exec, r_tool_abuse_ci), (w_download_exec,)),
     "privilege_escalation": ((r_priv,), ()),
     "dangerous_paths": ((r_system_writes,), ()),
     "env_injection": ((r_env_inject,), ()),
