@@ -130,7 +130,7 @@ ATOMIC_REQUESTS = False
 
 # --- Redis, channel layer, task queue ---------------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL")
-if TESTING and not env_bool("GOCLAW_TEST_REAL_CHANNEL_LAYER"):
+if TESTING:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 elif REDIS_URL:
     # The pub/sub layer is the fastest and survives Redis restarts without clients reconnecting.
