@@ -38,6 +38,19 @@ def schedules_ensure(extra: dict[str, tuple[str, str]] | None = None) -> None:
         )
 
 
+def database_check() -> str | None:
+    """Why the configured database cannot run goclaw (unreachable, or no pgvector available), else None."""
+    try:
+        with connection.cursor() as cur:
+            cur.execute("select 1 from pg_available_extensions where name = 'vector'")
+            if cur.fetchone() is None:
+                return ("the database has no `vector` extension available: install pgvector on that server "
+                        "(or unset DATABASE_URL to use the embedded PostgreSQL, which ships it)")
+    except Exception as exc:
+        return f"cannot reach the database: {str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__}"
+    return None
+
+
 def health_status() -> dict:
     """Probe database, pgvector, worker heartbeat and channel layer; `ok` is False when any is down."""
     checks: dict[str, dict] = {}

@@ -103,3 +103,36 @@ def test_with_redis_url_events_and_tasks_go_through_redis(tmp_path):
         assert any(key.startswith(b"django_q") for key in redis.Redis.from_url(url).keys("*"))
     finally:
         assert up.stop() == 0
+
+
+def test_up_uses_an_external_database_url_and_starts_no_embedded_server(tmp_path, embedded_pg):
+    """DATABASE_URL pointing at another PostgreSQL (here: the test suite's own server, which has pgvector)."""
+    import psycopg
+
+    with psycopg.connect(embedded_pg.get_uri(), autocommit=True) as conn:
+        conn.execute("DROP DATABASE IF EXISTS goclaw_external")
+        conn.execute("CREATE DATABASE goclaw_external")
+    url = embedded_pg.get_uri(database="goclaw_external")
+    env = {**_env(tmp_path / "var"), "DATABASE_URL": url}
+    up = Up(env, _free_port(), _free_port(), tmp_path / "up.log")
+    try:
+        up.wait_healthy()
+        tables = _manage(env, "shell", "-c", "from django.db import connection; print(connection.settings_dict['NAME'])")
+        assert tables.strip().splitlines()[-1] == "goclaw_external"
+    finally:
+        assert up.stop() == 0
+    assert not (tmp_path / "var" / "postgres").exists()
+
+
+def test_up_refuses_a_database_without_pgvector_with_a_clear_message(tmp_path):
+    """The machine's PostgreSQL 15 has no pgvector: `up` must say so instead of failing inside a migration."""
+    import subprocess
+    import sys
+
+    from tests.servers import ROOT
+
+    env = {**_env(tmp_path / "var"), "DATABASE_URL": "postgresql://postgres@127.0.0.1:5432/test"}
+    result = subprocess.run([sys.executable, "manage.py", "up", "--port", str(_free_port())], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert "no `vector` extension available" in result.stderr and "Traceback" not in result.stderr

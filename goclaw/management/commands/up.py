@@ -11,10 +11,10 @@ from pathlib import Path
 
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
-from goclaw.services import admin_ensure
+from goclaw.services import admin_ensure, database_check
 
 RESTART_LIMIT = 5  # restarts of one child within RESTART_WINDOW before `up` gives up
 RESTART_WINDOW = 60.0
@@ -66,6 +66,9 @@ class Command(BaseCommand):
     def handle(self, *args, host, port, ws_port, no_worker, **options):
         ws_port = ws_port or (settings.WS_PORT if port == settings.PORT else port + 1)
         started = time.monotonic()
+        problem = database_check()
+        if problem:
+            raise CommandError(problem)
         call_command("migrate", interactive=False, verbosity=0)
         call_command("collectstatic", interactive=False, verbosity=0)
         created, password = admin_ensure(username=settings.ADMIN_USER, password=settings.ADMIN_PASSWORD,
