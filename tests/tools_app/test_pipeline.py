@@ -332,3 +332,13 @@ def test_platform_secrets_never_come_back_in_tool_output(agent, settings):
     outcome = pipeline.execute(call(agent, "exec", {"command": f"echo key={settings.GOCLAW_ENCRYPTION_KEY} sk={settings.SECRET_KEY}"}))
     assert outcome.status == "ok"
     assert settings.GOCLAW_ENCRYPTION_KEY not in outcome.for_llm and settings.SECRET_KEY not in outcome.for_llm
+
+
+def test_agent_exec_timeout_setting_is_validated_and_applied(tmp_path):
+    from goclaw.errors import ValidationError
+
+    with pytest.raises(ValidationError):
+        make_agent(other_config={"exec_timeout_seconds": 0})
+    agent = make_agent(other_config={"exec_timeout_seconds": 1})
+    outcome = pipeline.execute(call(agent, "exec", {"command": "sleep 5; echo never"}))
+    assert outcome.status == "error" and "never" not in outcome.for_llm and "timed out after 1" in outcome.for_llm
