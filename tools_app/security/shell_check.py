@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import fnmatch
+import functools
 import ipaddress
 import posixpath
 import re
@@ -2519,7 +2520,19 @@ def _verdict(hits: list) -> CommandVerdict:
 
 
 def check_command(command: str, disabled_groups: frozenset[str] | set[str] = frozenset()) -> CommandVerdict:
-    """Decide allow/deny for a shell command. Never raises."""
+    """Decide allow/deny for a shell command. Never raises. The verdict depends only on its inputs, so it is
+    memoized: the pipeline's security hook and exec's own defence-in-depth check pay for one analysis."""
+    if not isinstance(command, str):
+        return _check(command, frozenset(disabled_groups or ()))
+    return _check_cached(command, frozenset(disabled_groups or ()))
+
+
+@functools.lru_cache(maxsize=2048)
+def _check_cached(command: str, disabled: frozenset[str]) -> CommandVerdict:
+    return _check(command, disabled)
+
+
+def _check(command: str, disabled_groups: frozenset[str]) -> CommandVerdict:
     try:
         if not isinstance(command, str) or not command.strip():
             return CommandVerdict("deny", True, ["code_injection: empty command"], ("code_injection",))
