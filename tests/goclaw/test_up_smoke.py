@@ -136,3 +136,20 @@ def test_up_refuses_a_database_without_pgvector_with_a_clear_message(tmp_path):
                             capture_output=True, text=True, timeout=60)
     assert result.returncode != 0
     assert "no `vector` extension available" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_up_refuses_a_port_in_use_with_a_clear_message(tmp_path):
+    import socket
+    import subprocess
+    import sys
+
+    from tests.servers import ROOT
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = subprocess.run([sys.executable, "manage.py", "up", "--port", str(port), "--ws-port", str(_free_port())],
+                                cwd=ROOT, env=_env(tmp_path / "var"), capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert f"127.0.0.1:{port} is already in use" in result.stderr and "Traceback" not in result.stderr

@@ -33,6 +33,18 @@ def database_url() -> str:
     return f"postgresql://{auth}@{host}{port}/{quote(db['NAME'])}"
 
 
+def port_free(host: str, port: int) -> bool:
+    import socket
+
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
 class Child:
     def __init__(self, name: str, argv: list[str], env: dict[str, str]):
         self.name, self.argv, self.env = name, argv, env
@@ -66,6 +78,9 @@ class Command(BaseCommand):
     def handle(self, *args, host, port, ws_port, no_worker, **options):
         ws_port = ws_port or (settings.WS_PORT if port == settings.PORT else port + 1)
         started = time.monotonic()
+        for name, number in (("GOCLAW_PORT", port), ("GOCLAW_WS_PORT", ws_port)):
+            if not port_free(host, number):
+                raise CommandError(f"{host}:{number} is already in use: stop what listens there or set {name} (or --port/--ws-port)")
         problem = database_check()
         if problem:
             raise CommandError(problem)
