@@ -62,3 +62,27 @@ def test_binary_tool_output_with_nul_bytes_is_returned_and_stored(api, agent):
     stored = StoredToolOutput.objects.get(agent_key=agent.key)
     assert len(stored.content) >= 40000 and "\x00" not in stored.content
     assert ToolInvocation.objects.filter(agent_key=agent.key, status="ok").count() == 2
+
+
+@pytest.mark.parametrize("body", ["[]", "null", '{"decision": "maybe"}', '{"decision": 5}', '{"decision": "allow_always", "rule": {"match": "glob", "pattern": 7}}',
+                                  '{"decision": "allow_always", "rule": "x"}',
+                                  '{"decision": "allow_once", "note": "' + "x" * 5000 + '"}', '{"decision": "deny\\u0000"}'])
+def test_approval_decision_bad_bodies(staff_api, agent, body):
+    from tools_app.models import Agent
+
+    Agent.objects.filter(pk=agent.pk).update(mode="manual")
+    from tools_app import pipeline
+
+    agent.refresh_from_db()
+    asked = pipeline.execute(pipeline.ToolCall(agent=agent, tool="datetime", arguments={}))
+    approval_id = asked.extra["approval_id"]
+    response = staff_api.post(f"/api/v1/approvals/{approval_id}/decision", data=body, content_type="application/json")
+    assert 400 <= response.status_code < 500, response.content[:300]
+
+
+@pytest.mark.parametrize("body", ["[]", '{"arguments": []}', '{"arguments": "x"}', '{"arguments": {"timezone": 5}}'])
+def test_approval_execute_bad_bodies(api, body):
+    import uuid
+
+    response = api.post(f"/api/v1/approvals/{uuid.uuid4()}/execute", data=body, content_type="application/json")
+    assert 400 <= response.status_code < 500, response.content[:300]
