@@ -106,3 +106,18 @@ async def test_staff_session_from_allowed_origin_may_join_any_valid_group(client
     foreign = [(b"cookie", f"sessionid={cookie}".encode()), (b"origin", b"https://evil.example")]
     _, connected, code = await _connect("/ws/events/", foreign)
     assert not connected and code == 4401
+
+
+async def test_garbage_messages_get_error_events_and_the_socket_stays_open():
+    agent, token = await _agent_and_token("garbage")
+    communicator, connected, _ = await _connect(f"/ws/events/?token={token}")
+    assert connected
+    await communicator.receive_json_from()
+    await communicator.send_to(text_data="{not json")
+    assert (await communicator.receive_json_from())["code"] == "malformed_json"
+    for payload in ([1, 2], "text", {"action": "subscribe"}, {"action": "subscribe", "group": 5}, {"action": "explode"}):
+        await communicator.send_json_to(payload)
+        assert (await communicator.receive_json_from())["type"] == "error"
+    await communicator.send_json_to({"action": "ping"})
+    assert (await communicator.receive_json_from())["type"] == "pong"
+    await communicator.disconnect()
