@@ -10,36 +10,41 @@ from tools_app.models import Agent, ToolInvocation
 INVOCATION_FILTERS = ("agent_key", "tool_name", "status", "session_key", "user_id")
 
 
+def _exact_filters(qs: QuerySet, filters: dict[str, str], names) -> QuerySet:
+    """Apply the non-empty query-string filters among `names` as exact matches (values made storable, so a NUL
+    byte simply matches nothing instead of failing in PostgreSQL)."""
+    for name in names:
+        value = filters.get(name)
+        if value:
+            qs = qs.filter(**{name: pg_text(value)})
+    return qs
+
+
 def invocation_list_for(*, agent: Agent | None, filters: dict[str, str]) -> QuerySet[ToolInvocation]:
     """An agent sees only its own invocations; staff (agent=None) sees all. Filters are exact matches."""
     qs = ToolInvocation.objects.all()
     if agent is not None:
         qs = qs.filter(agent_key=agent.key)
-    for name in INVOCATION_FILTERS:
-        value = filters.get(name)
-        if value:
-            qs = qs.filter(**{name: pg_text(value)})
-    return qs.order_by("-created_at")
+    return _exact_filters(qs, filters, INVOCATION_FILTERS).order_by("-created_at")
 
 
 # --- approvals ------------------------------------------------------------------------------------------
 APPROVAL_FILTERS = ("status", "tool_name", "session_key", "user_id", "decision")
 
 
+def _scoped(qs: QuerySet, agent: Agent | None, filters: dict[str, str]) -> QuerySet:
+    """An agent's own rows; staff (agent=None) see all, optionally narrowed with `?agent=<key>`."""
+    if agent is not None:
+        return qs.filter(agent=agent)
+    return _exact_filters(qs, {"agent__key": filters.get("agent", "")}, ("agent__key",))
+
+
 def approval_list_for(*, agent: Agent | None, filters: dict[str, str]) -> QuerySet:
     """An agent sees its own approval requests; staff (agent=None) sees all, optionally `?agent=<key>`."""
     from tools_app.models import ApprovalRequest
 
-    qs = ApprovalRequest.objects.select_related("agent", "decided_by")
-    if agent is not None:
-        qs = qs.filter(agent=agent)
-    elif filters.get("agent"):
-        qs = qs.filter(agent__key=filters["agent"])
-    for name in APPROVAL_FILTERS:
-        value = filters.get(name)
-        if value:
-            qs = qs.filter(**{name: value})
-    return qs.order_by("-requested_at")
+    qs = _scoped(ApprovalRequest.objects.select_related("agent", "decided_by"), agent, filters)
+    return _exact_filters(qs, filters, APPROVAL_FILTERS).order_by("-requested_at")
 
 
 def approval_get_for(*, agent: Agent | None, approval_id):
@@ -64,12 +69,5 @@ def approval_queue() -> QuerySet:
 def pending_change_list_for(*, agent: Agent | None, filters: dict[str, str]) -> QuerySet:
     from tools_app.models import PendingChange
 
-    qs = PendingChange.objects.select_related("agent", "decided_by")
-    if agent is not None:
-        qs = qs.filter(agent=agent)
-    elif filters.get("agent"):
-        qs = qs.filter(agent__key=filters["agent"])
-    for name in ("status", "session_key", "tool_name"):
-        if filters.get(name):
-            qs = qs.filter(**{name: filters[name]})
-    return qs.order_by("created_at")
+    qs = _scoped(PendingChange.objects.select_related("agent", "decided_by"), agent, filters)
+    return _exact_filters(qs, filters, ("status", "session_key", "tool_name")).order_by("created_at")

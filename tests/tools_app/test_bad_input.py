@@ -38,7 +38,9 @@ def test_execute_never_answers_500(api, body):
 
 @pytest.mark.parametrize("url", ["/api/v1/tools?depth=x", "/api/v1/tools?depth=-1", "/api/v1/tools?depth=99", "/api/v1/tools?allow=",
                                  "/api/v1/invocations?limit=abc", "/api/v1/invocations?offset=-5", "/api/v1/invocations/not-a-uuid",
-                                 "/api/v1/invocations?status=%00", "/api/v1/approvals/not-a-uuid", "/api/v1/approvals?wait=abc"])
+                                 "/api/v1/invocations?status=%00", "/api/v1/approvals/not-a-uuid", "/api/v1/approvals?wait=abc",
+                                 "/api/v1/approvals?status=%00", "/api/v1/approvals?tool_name=x%00y",
+                                 "/api/v1/pending-changes?session_key=%00"])
 def test_query_strings_never_answer_500(api, url):
     response = api.get(url)
     assert response.status_code < 500, response.content[:500]
