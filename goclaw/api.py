@@ -11,7 +11,7 @@ from rest_framework import exceptions as drf_exceptions
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.permissions import BasePermission
 
-from goclaw.errors import ApplicationError
+from goclaw.errors import ApplicationError, ValidationError
 
 logger = logging.getLogger("goclaw.api")
 
@@ -34,6 +34,14 @@ def error_response(status: int, code: str, message: str, details=None, headers: 
     for key, value in (headers or {}).items():
         response[key] = value
     return response
+
+
+def validated(serializer_class, data) -> dict:
+    """Validate a request body with a DRF serializer; problems become one `invalid_request` 400."""
+    serializer = serializer_class(data=data)
+    if not serializer.is_valid():
+        raise ValidationError("invalid request", code="invalid_request", details=serializer.errors)
+    return serializer.validated_data
 
 
 def exception_handler(exc, context):

@@ -10,7 +10,7 @@ from rest_framework.generics import ListAPIView
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from goclaw.api import IsStaff, agent_of
+from goclaw.api import IsStaff, agent_of, validated
 from goclaw.errors import ValidationError
 from tools_app.api.serializers import ExecuteResponseSerializer
 from tools_app.choices import ApprovalDecision, RuleMatch
@@ -63,13 +63,6 @@ class ChangeDecisionSerializer(serializers.Serializer):
     decision = serializers.ChoiceField(choices=["accept", "reject"])
 
 
-def _validated(serializer_class, data):
-    serializer = serializer_class(data=data)
-    if not serializer.is_valid():
-        raise ValidationError("invalid request", code="invalid_request", details=serializer.errors)
-    return serializer.validated_data
-
-
 def _scope(request):
     """Agents see their own approvals; staff see all (agent=None)."""
     return agent_of(request)
@@ -108,7 +101,7 @@ class ApprovalDecisionView(APIView):
     @extend_schema(request=DecisionRequestSerializer, responses=ApprovalSerializer,
                    summary="Staff decide: allow_once / allow_always / deny (409 when already decided, 410 when expired)")
     def post(self, request, pk):
-        data = _validated(DecisionRequestSerializer, request.data)
+        data = validated(DecisionRequestSerializer, request.data)
         rule = data.get("rule") or {}
         expires = rule.get("expires_in_seconds")
         req = svc.approval_decide(
@@ -126,7 +119,7 @@ class ApprovalExecuteView(APIView):
                    description="200 with the normal execute result; 409 when not approved, already used or the "
                                "arguments differ; 410 when the approval expired.")
     def post(self, request, pk):
-        data = _validated(ExecuteApprovedSerializer, request.data or {})
+        data = validated(ExecuteApprovedSerializer, request.data or {})
         outcome = svc.approval_execute(approval_id=pk, agent=_scope(request), arguments=data.get("arguments"))
         return Response(outcome.as_dict())
 
@@ -155,6 +148,6 @@ class PendingChangeDecisionView(APIView):
     @extend_schema(request=ChangeDecisionSerializer, responses=PendingChangeSerializer,
                    summary="Staff accept (apply now) or reject one held change")
     def post(self, request, pk):
-        data = _validated(ChangeDecisionSerializer, request.data)
+        data = validated(ChangeDecisionSerializer, request.data)
         change = svc.pending_change_decide(change_id=pk, accept=data["decision"] == "accept", actor=request.user)
         return Response(PendingChangeSerializer(change).data)

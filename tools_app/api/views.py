@@ -6,7 +6,7 @@ from rest_framework.generics import ListAPIView, RetrieveAPIView
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from goclaw.api import IsAgentOrStaff, IsStaff, agent_of
+from goclaw.api import IsAgentOrStaff, IsStaff, agent_of, validated
 from goclaw.errors import PermissionDenied, ValidationError
 from tools_app import pipeline, policy
 from tools_app.api import serializers as s
@@ -14,13 +14,6 @@ from tools_app.registry import registry
 from tools_app.selectors import INVOCATION_FILTERS, invocation_list_for
 from tools_app.services.agents import agent_get_by_key
 from tools_app.services.approvals import tool_execute_waiting
-
-
-def _validated(serializer_class, data):
-    serializer = serializer_class(data=data)
-    if not serializer.is_valid():
-        raise ValidationError("invalid request", code="invalid_request", details=serializer.errors)
-    return serializer.validated_data
 
 
 def _acting_agent(request, key: str | None):
@@ -115,7 +108,7 @@ class CheckCommandView(APIView):
     def post(self, request):
         from tools_app.security.shell_check import check_command
 
-        data = _validated(s.CheckCommandRequestSerializer, request.data)
+        data = validated(s.CheckCommandRequestSerializer, request.data)
         agent = agent_of(request)
         disabled = frozenset(pipeline.agent_settings(agent).get("shell_disabled_rule_groups", ())) if agent else frozenset()
         verdict = check_command(data["command"], disabled_groups=disabled)
@@ -130,7 +123,7 @@ class ScrubView(APIView):
     def post(self, request):
         from tools_app.security.scrub import default_scrubber
 
-        data = _validated(s.ScrubRequestSerializer, request.data)
+        data = validated(s.ScrubRequestSerializer, request.data)
         text, count = default_scrubber.scrub(data["text"])
         return Response({"text": text, "redactions": count})
 
