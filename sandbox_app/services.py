@@ -42,11 +42,20 @@ def _clamp(value: float, low: float, high: float, default: float) -> float:
 
 @dataclass(frozen=True)
 class ExecLimits:
-    """Per-run limits. Out-of-range values are clamped on construction (timeout to [1, 3600] s)."""
+    """Per-run limits. Out-of-range values are clamped on construction (timeout to [1, 3600] s).
+
+    Resource limits (0 = not set): `cpu_seconds` (RLIMIT_CPU), `memory_bytes` (cgroup memory where the
+    machine offers it, else RLIMIT_AS), `max_processes` (cgroup pids, else RLIMIT_NPROC), `max_open_files`
+    (RLIMIT_NOFILE), `max_file_bytes` (RLIMIT_FSIZE). Backends report which ones held in the result."""
 
     timeout_seconds: float = 60.0        # wall clock for the whole run
-    grace_seconds: float = 3.0           # SIGTERM -> grace -> SIGKILL (to the whole process group)
+    grace_seconds: float = 3.0           # SIGTERM -> grace -> SIGKILL (to the whole process tree)
     max_output_bytes: int = 1024 * 1024  # kept per stream; the rest is drained and discarded
+    cpu_seconds: int = 0
+    memory_bytes: int = 0
+    max_processes: int = 0
+    max_open_files: int = 0
+    max_file_bytes: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "timeout_seconds",
@@ -54,6 +63,26 @@ class ExecLimits:
         object.__setattr__(self, "grace_seconds", _clamp(self.grace_seconds, 0.0, GRACE_MAX_SECONDS, 3.0))
         object.__setattr__(self, "max_output_bytes",
                            int(_clamp(self.max_output_bytes, OUTPUT_MIN_BYTES, OUTPUT_MAX_BYTES, 1024 * 1024)))
+        for name in ("cpu_seconds", "memory_bytes", "max_processes", "max_open_files", "max_file_bytes"):
+            object.__setattr__(self, name, int(_clamp(getattr(self, name), 0, 2**62, 0)))
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """How one run is isolated. Built from a `SandboxProfile` row (`profile.spec()`) or directly.
+
+    `backend`: auto (bubblewrap where `bwrap` exists, else docker where an engine answers, else the run is
+    refused) | bubblewrap | docker | host (only for profiles with the sandbox switched off).
+    `network`: False = no network at all; True = network on, and then `network_local` says whether
+    loopback and private ranges are reachable (a backend that cannot guarantee False refuses the run).
+    `ro_binds`: extra host paths made visible read-only at the same path."""
+
+    backend: str = "auto"
+    profile: str = ""
+    network: bool = False
+    network_local: bool = False
+    image: str = ""
+    ro_binds: tuple[str, ...] = ()
 
 
 @dataclass
@@ -66,6 +95,8 @@ class ExecResult:
     timed_out: bool
     duration_ms: float
     backend: str
+    profile: str = ""
+    limits_enforced: tuple[str, ...] = ()  # e.g. ("cpu_seconds", "max_processes:cgroup", "memory_bytes:rlimit")
 
 
 # --- environment ----------------------------------------------------------------------------------
