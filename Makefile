@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt | cksum | cut -d' ' -f1)
 
-.PHONY: run test bench check browser help
+.PHONY: run test bench check browser sandbox-deps docker-deps help
 
 help:
 	@echo "make run    - install (venv + requirements), set up embedded PostgreSQL, migrate, create admin, serve"
@@ -17,8 +17,24 @@ $(STAMP): requirements.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	@rm -f $(VENV)/.installed-*; touch $@
 
-run: $(STAMP)
+run: $(STAMP) sandbox-deps
 	$(PY) manage.py up
+
+# Every process an agent starts runs in bubblewrap (the default sandbox profile); as root, install it once.
+sandbox-deps:
+	@command -v bwrap >/dev/null 2>&1 && command -v prlimit >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian's bubblewrap (the default sandbox)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap util-linux >/dev/null; \
+	  else echo "bubblewrap is missing: install your distribution's bubblewrap package (the default sandbox needs it)" >&2; exit 1; fi; }
+
+# The docker backend's tests start their own engine (Debian's docker.io) and build their image from busybox-static.
+docker-deps:
+	@command -v dockerd >/dev/null 2>&1 && [ -x /bin/busybox ] || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian's docker.io and busybox-static for the docker sandbox tests"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io busybox-static >/dev/null; \
+	  else echo "dockerd is missing: install Debian's docker.io and busybox-static (needed by the docker sandbox tests)" >&2; exit 1; fi; }
 
 # The approval-queue browser test drives Debian's chromium through Playwright (no browser download).
 browser:
@@ -28,7 +44,7 @@ browser:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "chromium is missing: install Debian's chromium package (needed by the browser test)" >&2; exit 1; fi; }
 
-test: $(STAMP) browser
+test: $(STAMP) browser sandbox-deps docker-deps
 	$(PY) -m pytest
 
 check: $(STAMP)

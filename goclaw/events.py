@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import hashlib
 import logging
 import os
 import queue
@@ -28,6 +29,32 @@ GROUP_NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,99}$")
 
 def agent_group(agent_key: str) -> str:
     return f"agent.{agent_key}"
+
+
+def principal_group(kind: str, ident: Any) -> str:
+    """The control group of every socket bound to one principal: `principal.token.<id>`, `.agent.<id>`, `.user.<id>`."""
+    return f"principal.{kind}.{ident}"
+
+
+def session_principal_group(session_key: str) -> str:
+    # A session key is a bearer secret; the channel layer keeps group names in clear, so only a digest goes there.
+    return principal_group("session", hashlib.sha256(session_key.encode()).hexdigest()[:40])
+
+
+def principal_ended(groups: Iterable[str]) -> None:
+    """After commit, close every socket in `groups` with 4401 (token revoked or deleted, session ended, …)."""
+    _control("principal.ended", groups)
+
+
+def principal_changed(groups: Iterable[str]) -> None:
+    """After commit, make every socket in `groups` re-check its principal and close with 4401 if it lost its right."""
+    _control("principal.changed", groups)
+
+
+def _control(message_type: str, groups: Iterable[str]) -> None:
+    messages = [(g, {"type": message_type}) for g in dict.fromkeys(groups) if GROUP_NAME_RE.match(g)]
+    if messages:
+        transaction.on_commit(lambda: _deliver(messages))
 
 
 def _message(event_type: str, payload: dict[str, Any], group: str) -> dict[str, Any]:

@@ -51,8 +51,18 @@ def database_check() -> str | None:
     return None
 
 
+# name -> probe returning {"ok": bool, ...}; apps add theirs from AppConfig.ready() (goclaw imports no app).
+HEALTH_CHECKS: dict = {}
+
+
+def health_check_register(name: str, probe) -> None:
+    """Add an app's probe to /healthz; it must answer quickly and report (not raise) what is wrong."""
+    HEALTH_CHECKS[name] = probe
+
+
 def health_status() -> dict:
-    """Probe database, pgvector, worker heartbeat and channel layer; `ok` is False when any is down."""
+    """Probe database, pgvector, worker heartbeat, channel layer and every registered app check; `ok` is False
+    when any is down."""
     checks: dict[str, dict] = {}
     try:
         with connection.cursor() as cur:
@@ -79,6 +89,11 @@ def health_status() -> dict:
     except Exception as exc:
         checks["worker"] = {"ok": False, "error": str(exc).splitlines()[0][:200]}
     checks["channel_layer"] = _channel_layer_status()
+    for name, probe in HEALTH_CHECKS.items():
+        try:
+            checks[name] = probe() if checks["database"]["ok"] else {"ok": False, "error": "database unavailable"}
+        except Exception as exc:  # a probe must report, not raise
+            checks[name] = {"ok": False, "error": str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}
     return {"ok": all(c["ok"] for c in checks.values()), "checks": checks}
 
 

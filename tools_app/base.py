@@ -44,6 +44,8 @@ class ToolResult:
     for_user: str | None = None
     is_error: bool = False
     media: list[dict[str, Any]] = field(default_factory=list)
+    # Where the call's processes ran (recorded in the audit row): {"backend": …, "profile": …}.
+    sandbox: dict[str, str] | None = None
 
     @classmethod
     def error(cls, message: str) -> "ToolResult":

@@ -1,7 +1,20 @@
-"""Any change that can alter a catalog or a tool permission bumps the shared policy generation (see tools_app.policy)."""
+"""Model signals.
+
+- Any change that can alter a catalog or a tool permission bumps the shared policy generation (see tools_app.policy).
+- Any change to a WebSocket principal (token, agent, staff user, session) tells its open sockets, after commit, to
+  close (deleted / ended) or to re-check themselves (changed); see goclaw.consumers. Queryset `update()` sends no
+  signal: services that revoke that way notify the sockets themselves, and the consumer's periodic re-check is the
+  safety net for any other path.
+"""
+from importlib import import_module
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.signals import user_logged_out
 from django.db.models.signals import post_delete, post_save
 
-from tools_app.models import Agent, ToolPermission, ToolPolicy, ToolProfile
+from goclaw import events
+from tools_app.models import Agent, AgentToken, ToolPermission, ToolPolicy, ToolProfile
 
 
 def _changed(sender, **kwargs):
@@ -12,7 +25,41 @@ def _changed(sender, **kwargs):
     policy_changed()
 
 
+def _principal_saved(kind):
+    def receiver(sender, instance, created=False, raw=False, update_fields=None, **kwargs):
+        # A new row has no sockets yet; a login only stamps last_login.
+        if raw or created or (update_fields is not None and set(update_fields) <= {"last_login"}):
+            return
+        events.principal_changed([events.principal_group(kind, instance.pk)])
+    return receiver
+
+
+def _principal_deleted(kind):
+    def receiver(sender, instance, **kwargs):
+        events.principal_ended([events.principal_group(kind, instance.pk)])
+    return receiver
+
+
+def _session_deleted(sender, instance, **kwargs):
+    events.principal_ended([events.session_principal_group(instance.session_key)])
+
+
+def _logged_out(sender, request, user, **kwargs):
+    # Session backends without rows (signed cookies, cache) send no delete signal: logout is the only notice.
+    session = getattr(request, "session", None)
+    if session is not None and session.session_key:
+        events.principal_ended([events.session_principal_group(session.session_key)])
+
+
 def connect() -> None:
     for model in (Agent, ToolPermission, ToolPolicy, ToolProfile):
         post_save.connect(_changed, sender=model, dispatch_uid=f"policy-gen-save-{model.__name__}")
         post_delete.connect(_changed, sender=model, dispatch_uid=f"policy-gen-delete-{model.__name__}")
+
+    for kind, model in (("token", AgentToken), ("agent", Agent), ("user", get_user_model())):
+        post_save.connect(_principal_saved(kind), sender=model, weak=False, dispatch_uid=f"ws-principal-save-{kind}")
+        post_delete.connect(_principal_deleted(kind), sender=model, weak=False, dispatch_uid=f"ws-principal-delete-{kind}")
+    store = import_module(settings.SESSION_ENGINE).SessionStore
+    if hasattr(store, "get_model_class"):  # database-backed sessions
+        post_delete.connect(_session_deleted, sender=store.get_model_class(), dispatch_uid="ws-principal-delete-session")
+    user_logged_out.connect(_logged_out, dispatch_uid="ws-principal-logout")

@@ -1,10 +1,12 @@
 """The `exec` tool (alias `bash`): run a shell command in the agent's workspace via `sandbox_exec`.
 
-Configuration comes from `ctx.settings` only (never `django.conf.settings`):
-- `exec_timeout_seconds` (default 60): default command timeout; `tool_timeouts["exec"]`, if set, caps it;
+The process runs in the agent's sandbox profile (`tools_app.sandboxing`): bubblewrap or docker with the
+workspace at /workspace, or the host only when the profile switches the sandbox off; a broken sandbox fails
+the call (never a silent fall back to the host). Further configuration comes from `ctx.settings`:
+- `exec_timeout_seconds` (default: the profile's timeout, 300 s): default command timeout, never above the
+  profile's timeout; `tool_timeouts["exec"]`, if set, caps it;
 - `exec_grace_seconds` (default 3): SIGTERM → grace → SIGKILL;
 - `exec_max_output_bytes` (default 1 MiB): kept per stream;
-- `sandbox_backend` (default "host"): an unavailable backend fails the call (no fallback);
 - `shell_disabled_rule_groups`: passed to the shell safety check;
 - `denied_paths`: with `paths.DEFAULT_DENIED`, passed to the workspace path resolver for `working_dir`.
 """
@@ -20,12 +22,13 @@ from typing import Any
 from sandbox_app.services import ExecLimits, ExecResult, SandboxError, safe_child_env, sandbox_exec
 from tools_app.base import Tool, ToolContext, ToolError, ToolResult
 from tools_app.paths import DEFAULT_DENIED, PathError, ensure_workspace, is_within, resolve_in_workspace
+from tools_app.sandboxing import CallSandbox, sandbox_for_call
 
 logger = logging.getLogger(__name__)
 
 MAX_COMMAND_CHARS = 100_000
 MIN_TIMEOUT, MAX_TIMEOUT = 1.0, 3600.0
-DEFAULT_TIMEOUT = 60.0
+DEFAULT_TIMEOUT = 300.0  # the default profile's timeout; the agent's profile decides
 DEFAULT_GRACE = 3.0
 DEFAULT_MAX_OUTPUT = 1024 * 1024
 # Slack on top of command timeout + grace for the pipeline's outer limit (startup, drain, reaping).
@@ -107,8 +110,10 @@ class ExecTool(Tool):
         "The working directory is the workspace root unless working_dir (relative to the workspace) is "
         "given; HOME is the workspace. The environment is minimal (no credentials). Each call is a fresh "
         "shell: cd/export do not persist. No interactive programs (stdin is empty). The command is killed "
-        "with its whole process group after `timeout` seconds (default 60); background processes do not "
-        "survive the call. Output beyond 1 MiB per stream is cut. Dangerous commands are refused."
+        "with everything it started after `timeout` seconds (default and maximum: the sandbox's, 300 s unless "
+        "configured); background processes do not survive the call. It runs in a sandbox: the workspace is "
+        "/workspace, nothing else of the machine is writable, and the network is off unless the sandbox allows "
+        "it. Output beyond 1 MiB per stream is cut. Dangerous commands are refused."
     )
     parameters = {
         "type": "object",
@@ -116,7 +121,7 @@ class ExecTool(Tool):
             "command": {"type": "string", "minLength": 1, "maxLength": MAX_COMMAND_CHARS,
                         "description": "shell command to run with /bin/sh -c"},
             "timeout": {"type": "number", "minimum": MIN_TIMEOUT, "maximum": MAX_TIMEOUT,
-                        "description": "seconds before the command is killed (default 60)"},
+                        "description": "seconds before the command is killed (default: the sandbox's timeout)"},
             "working_dir": {"type": "string", "minLength": 1, "maxLength": 4096,
                             "description": "directory to run in, relative to the workspace (default: its root)"},
         },
@@ -125,16 +130,17 @@ class ExecTool(Tool):
     }
 
     # --- limits -------------------------------------------------------------------------------
-    def _limits(self, ctx: ToolContext, args: dict[str, Any]) -> ExecLimits:
+    def _limits(self, ctx: ToolContext, args: dict[str, Any], sandbox: CallSandbox) -> ExecLimits:
         settings = ctx.settings or {}
+        ceiling = float(sandbox.profile.timeout_seconds)
         timeout = _number(args.get("timeout"), 0.0) if args.get("timeout") is not None else 0.0
         if timeout <= 0:
-            timeout = _number(settings.get("exec_timeout_seconds", DEFAULT_TIMEOUT), DEFAULT_TIMEOUT)
+            timeout = _number(settings.get("exec_timeout_seconds", ceiling), ceiling)
         cap = (settings.get("tool_timeouts") or {}).get(self.name)
         if cap is not None:
             timeout = min(timeout, _number(cap, MAX_TIMEOUT))
-        timeout = min(max(timeout, MIN_TIMEOUT), MAX_TIMEOUT)
-        return ExecLimits(
+        timeout = min(max(timeout, MIN_TIMEOUT), ceiling, MAX_TIMEOUT)
+        return sandbox.limits(
             timeout_seconds=timeout,
             grace_seconds=_number(settings.get("exec_grace_seconds", DEFAULT_GRACE), DEFAULT_GRACE),
             max_output_bytes=int(_number(settings.get("exec_max_output_bytes", DEFAULT_MAX_OUTPUT),
@@ -142,7 +148,7 @@ class ExecTool(Tool):
         )
 
     def timeout_for(self, ctx: ToolContext, args: dict[str, Any]) -> float:
-        limits = self._limits(ctx, args)
+        limits = self._limits(ctx, args, sandbox_for_call(ctx))
         return limits.timeout_seconds + limits.grace_seconds + OUTER_TIMEOUT_SLACK
 
     # --- run ----------------------------------------------------------------------------------
@@ -178,16 +184,16 @@ class ExecTool(Tool):
         workspace = Path(root)
         cwd = _resolve_working_dir(ctx, root, working_dir) if working_dir else workspace
 
-        limits = self._limits(ctx, args)
+        sandbox = sandbox_for_call(ctx)
+        limits = self._limits(ctx, args, sandbox)
         try:
-            result = sandbox_exec(
-                command=command, cwd=cwd, env=safe_child_env({"HOME": str(workspace)}), limits=limits,
-                backend=str(ctx.settings.get("sandbox_backend") or "host"),
-            )
+            result = sandbox_exec(command=command, workspace=workspace, cwd=cwd, env=safe_child_env(), limits=limits,
+                                  spec=sandbox.spec)
         except SandboxError as exc:
-            raise ToolError(str(exc)) from None
+            return ToolResult(for_llm=f"command not run: {exc}", is_error=True, sandbox=sandbox.audit(sandbox.spec.backend))
         text = format_exec_result(result, limits)
-        return ToolResult(for_llm=text, is_error=result.timed_out or result.exit_code != 0)
+        return ToolResult(for_llm=text, is_error=result.timed_out or result.exit_code != 0,
+                          sandbox=sandbox.audit(result.backend))
 
 
 TOOLS = [ExecTool()]

@@ -21,6 +21,9 @@ class Agent(models.Model):
     mode = models.CharField(max_length=20, choices=AgentMode.choices, default=AgentMode.AUTONOMOUS,
                             help_text="how much a person oversees tool calls (docs/approvals.md)")
     other_config = models.JSONField(default=dict, blank=True)
+    sandbox_profile = models.ForeignKey("sandbox_app.SandboxProfile", null=True, blank=True, on_delete=models.PROTECT,
+                                        related_name="agents",
+                                        help_text="how the processes this agent starts are isolated (empty: the default profile)")
     enabled = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

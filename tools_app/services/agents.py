@@ -14,6 +14,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import connection, transaction
 from django.utils import timezone
 
+from goclaw import events
 from goclaw.errors import NotFound, ValidationError
 from tools_app.models import Agent, AgentToken
 
@@ -101,9 +102,18 @@ def token_issue(*, agent: Agent, name: str = "default", expires_days: int | None
 
 @transaction.atomic
 def token_revoke(*, token: AgentToken) -> AgentToken:
-    AgentToken.objects.filter(pk=token.pk, revoked=False).update(revoked=True, revoked_at=timezone.now())
+    """Revoke `token`; after commit every WebSocket opened with it is closed with 4401 (an UPDATE sends no signal)."""
+    if AgentToken.objects.filter(pk=token.pk, revoked=False).update(revoked=True, revoked_at=timezone.now()):
+        events.principal_ended([events.principal_group("token", token.pk)])
     token.refresh_from_db()
     return token
+
+
+def token_active(token_id: int) -> AgentToken | None:
+    """The token with its agent while it still grants access (not revoked, not expired, agent enabled), else None.
+    Long-lived connections (WebSockets) re-check their token with this."""
+    token = AgentToken.objects.select_related("agent").filter(pk=token_id).first()
+    return token if token is not None and token.is_active and token.agent.enabled else None
 
 
 _TOKEN_LOOKUP_SQL = None
