@@ -1,7 +1,20 @@
-"""/ws/events/: realtime events for agents (their own group) and staff (any group they subscribe to)."""
+"""/ws/events/: realtime events for agents (their own group) and staff (any group they subscribe to).
+
+A socket is bound to its principal: an agent token, or a staff user's session. Each socket also joins that
+principal's control groups (`goclaw.events.principal_group`); whatever ends the principal's right, in any
+process, sends `principal.ended` (close) or `principal.changed` (re-check) there after commit, and the socket
+closes with 4401. The socket also re-checks itself at the token's or session's expiry and every
+RECHECK_SECONDS, for changes that send no signal (queryset `update()`, raw SQL, a lost layer message).
+"""
 from __future__ import annotations
 
+import asyncio
+import logging
+import random
 import re
+import time
+from datetime import datetime
+from importlib import import_module
 from urllib.parse import parse_qs, urlparse
 
 from channels.auth import AuthMiddleware
@@ -10,18 +23,60 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from channels.middleware import BaseMiddleware
 from channels.sessions import CookieMiddleware, SessionMiddleware
 
-from goclaw.events import agent_group
+from goclaw.events import agent_group, principal_group, session_principal_group
 
 STAFF_GROUP_RE = re.compile(r"^(approvals|invocations|agent\.[a-z0-9_-]{1,64}|team\.[0-9a-zA-Z_-]{1,64})$")
 CLOSE_UNAUTHENTICATED = 4401
 
+logger = logging.getLogger("goclaw.consumers")
+
 
 @database_sync_to_async
-def _agent_for_token(raw: str):
+def _token_for(raw: str):
     from tools_app.services.agents import token_authenticate
 
-    token = token_authenticate(raw)
-    return token.agent if token else None
+    return token_authenticate(raw)
+
+
+def _staff_session_state(session_key: str, user_id) -> tuple[bool, datetime | None]:
+    """Whether `session_key` still logs `user_id` in as active staff, and when the session expires.
+    Django's own session checks (auth hash, backend, is_active) without their side effects (flush, cycle_key)."""
+    from django.conf import settings
+    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, load_backend
+    from django.utils import timezone
+    from django.utils.crypto import constant_time_compare
+
+    store_class = import_module(settings.SESSION_ENGINE).SessionStore
+    store = store_class(session_key)
+    expires = None
+    if hasattr(store_class, "get_model_class"):  # database-backed: read the row, its expiry included
+        row = (store_class.get_model_class().objects.filter(session_key=session_key, expire_date__gt=timezone.now())
+               .values_list("session_data", "expire_date").first())
+        if row is None:
+            return False, None
+        data, expires = store.decode(row[0]), row[1]
+    else:
+        data = store.load()
+    backend_path = data.get(BACKEND_SESSION_KEY)
+    if str(data.get(SESSION_KEY)) != str(user_id) or backend_path not in settings.AUTHENTICATION_BACKENDS:
+        return False, None
+    user = load_backend(backend_path).get_user(user_id)
+    session_hash = data.get(HASH_SESSION_KEY) or ""
+    if user is None or not (user.is_active and user.is_staff) or not session_hash:
+        return False, None
+    hashes = [user.get_session_auth_hash(), *user.get_session_auth_fallback_hash()]
+    return any(constant_time_compare(session_hash, h) for h in hashes), expires
+
+
+@database_sync_to_async
+def _principal_state(principal: tuple) -> tuple[bool, datetime | None]:
+    """(still allowed, when to look again at the latest) for ("token", id) or ("session", user_id, session_key)."""
+    if principal[0] == "token":
+        from tools_app.services.agents import token_active
+
+        token = token_active(principal[1])
+        return token is not None, token.expires_at if token is not None else None
+    return _staff_session_state(principal[2], principal[1])
 
 
 class _TokenMiddleware(BaseMiddleware):
@@ -36,7 +91,8 @@ class _TokenMiddleware(BaseMiddleware):
                 raw = bearer_from_header(value.decode("latin-1"))
         if raw is None:
             raw = (parse_qs(scope.get("query_string", b"").decode()).get("token") or [None])[0]
-        scope = dict(scope, agent=await _agent_for_token(raw) if raw else None)
+        token = await _token_for(raw) if raw else None
+        scope = dict(scope, agent=token.agent if token else None, agent_token=token)
         return await super().__call__(scope, receive, send)
 
 
@@ -56,6 +112,10 @@ def _origin_allowed(scope) -> bool:
 
 
 class EventsConsumer(AsyncJsonWebsocketConsumer):
+    # The safety net: one indexed query (token) or two (session) per socket per period; see the README.
+    RECHECK_SECONDS = 30.0
+    RETRY_SECONDS = 1.0  # after a failed re-check (database unreachable): the socket stays open, we look again soon
+
     async def connect(self):
         self.agent = self.scope.get("agent")
         user = self.scope.get("user")
@@ -66,10 +126,29 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         self.groups_joined: set[str] = set()
+        self.ended = False
+        self.deadline: datetime | None = None
+        self._watcher: asyncio.Task | None = None
+        if self.agent is not None:
+            token = self.scope["agent_token"]
+            self.principal: tuple = ("token", token.pk)
+            control = [principal_group("token", token.pk), principal_group("agent", self.agent.pk)]
+        else:
+            session_key = self.scope["session"].session_key
+            self.principal = ("session", user.pk, session_key)
+            control = [principal_group("user", user.pk), session_principal_group(session_key)]
+        for group in control:
+            await self._join(group)
+        # Checked again only now that the control groups are joined: a revocation committed since the middleware
+        # authenticated would otherwise have been sent to nobody.
+        if not await self._recheck():
+            await self._end()
+            return
         await self.accept()
+        self._watch_from(None)
         if self.agent is not None:
             await self._join(agent_group(self.agent.key))
-        await self.send_json({"type": "welcome", "groups": sorted(self.groups_joined),
+        await self.send_json({"type": "welcome", "groups": sorted(g for g in self.groups_joined if not g.startswith("principal.")),
                               "principal": f"agent:{self.agent.key}" if self.agent else f"staff:{user.username}"})
 
     async def _join(self, group: str) -> None:
@@ -101,14 +180,86 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
                                   "message": "send {\"action\": \"subscribe\"|\"unsubscribe\", \"group\": …} or {\"action\": \"ping\"}"})
 
     async def receive(self, text_data=None, bytes_data=None, **kwargs):
+        if self.ended:  # frames the client sent before it saw our close
+            return
         try:
             await super().receive(text_data=text_data, bytes_data=bytes_data, **kwargs)
         except ValueError:
             await self.send_json({"type": "error", "code": "malformed_json", "message": "messages must be JSON"})
 
     async def disconnect(self, code):
-        for group in getattr(self, "groups_joined", set()):
-            await self.channel_layer.group_discard(group, self.channel_name)
+        self.ended = True
+        self._stop_watching()
+        await self._leave_all()
 
     async def event_message(self, message):
+        if self.ended:  # already queued for this channel when the principal ended
+            return
         await self.send_json({"type": message["event"], "group": message["group"], "payload": message["payload"], "ts": message["ts"]})
+
+    # --- the principal's life ---------------------------------------------------------------------------------
+
+    async def principal_ended(self, message):
+        await self._end()
+
+    async def principal_changed(self, message):
+        if self.ended:
+            return
+        deadline = self.deadline
+        # Awaited in the dispatch loop: events queued behind this message wait for the answer.
+        checked = await self._recheck()
+        if not self.ended and (not checked or self.deadline != deadline):
+            self._watch_from(self.RETRY_SECONDS if not checked else None)
+
+    async def _recheck(self) -> bool:
+        """Re-read the principal; end the socket if it lost its right. False when the check itself failed."""
+        try:
+            allowed, self.deadline = await _principal_state(self.principal)
+        except Exception:
+            logger.exception("re-checking WebSocket principal %s failed", self.principal[:2])
+            return False
+        if not allowed:
+            await self._end()
+        return True
+
+    async def _end(self) -> None:
+        if self.ended:
+            return
+        self.ended = True
+        self._stop_watching()
+        await self.close(code=CLOSE_UNAUTHENTICATED)
+        await self._leave_all()
+
+    async def _leave_all(self) -> None:
+        for group in list(getattr(self, "groups_joined", ())):
+            await self.channel_layer.group_discard(group, self.channel_name)
+        self.groups_joined = set()
+
+    def _watch_from(self, first_delay: float | None) -> None:
+        self._stop_watching()
+        self._watcher = asyncio.create_task(self._watch(first_delay))
+
+    def _stop_watching(self) -> None:
+        watcher = getattr(self, "_watcher", None)
+        if watcher is not None and watcher is not asyncio.current_task():
+            watcher.cancel()
+        self._watcher = None
+
+    async def _watch(self, delay: float | None) -> None:
+        """Re-check at the principal's expiry and every RECHECK_SECONDS (jittered so sockets do not move in step);
+        renew group memberships before the layer's group expiry would drop them."""
+        from django.utils import timezone
+
+        renew_every = getattr(self.channel_layer, "group_expiry", 86400) / 2
+        joined_at = time.monotonic()
+        while not self.ended:
+            if delay is None:
+                delay = self.RECHECK_SECONDS * random.uniform(0.9, 1.1)
+                if self.deadline is not None:
+                    delay = min(delay, max((self.deadline - timezone.now()).total_seconds(), 0.0) + 0.05)
+            await asyncio.sleep(delay)
+            delay = None if await self._recheck() else self.RETRY_SECONDS
+            if not self.ended and time.monotonic() - joined_at > renew_every:
+                for group in list(self.groups_joined):
+                    await self.channel_layer.group_add(group, self.channel_name)
+                joined_at = time.monotonic()

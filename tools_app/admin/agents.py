@@ -24,8 +24,8 @@ class AgentTokenInline(admin.TabularInline):
 
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
-    list_display = ["key", "display_name", "agent_type", "provider", "model", "enabled", "updated_at"]
-    list_filter = ["agent_type", "enabled", "provider"]
+    list_display = ["key", "display_name", "agent_type", "provider", "model", "sandbox_profile", "enabled", "updated_at"]
+    list_filter = ["agent_type", "enabled", "provider", "sandbox_profile"]
     search_fields = ["key", "display_name"]
     inlines = [AgentTokenInline]
     actions = ["issue_token"]
@@ -84,12 +84,21 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 @admin.register(ToolInvocation)
 class ToolInvocationAdmin(ReadOnlyAdmin):
-    list_display = ["created_at", "agent_key", "tool_name", "status", "observed", "duration_ms", "result_size", "session_key", "user_id"]
-    list_filter = ["status", "observed", "tool_name", "agent_key", "created_at"]
+    list_display = ["created_at", "agent_key", "tool_name", "status", "observed", "duration_ms", "result_size", "sandbox",
+                    "session_key", "user_id"]
+    list_filter = ["status", "observed", "tool_name", "agent_key", "sandbox_backend", "created_at"]
     search_fields = ["agent_key", "tool_name", "session_key", "user_id", "error", "request_id"]
     date_hierarchy = "created_at"
     list_select_related = False
     show_full_result_count = False
+
+    @admin.display(description="sandbox", ordering="sandbox_backend")
+    def sandbox(self, obj: ToolInvocation) -> str:
+        """Where the call's processes ran; a profile with the sandbox off shows as the host."""
+        if not obj.sandbox_backend:
+            return "—"
+        label = "host (sandbox off)" if obj.sandbox_backend == "host" else obj.sandbox_backend
+        return f"{label} · {obj.sandbox_profile}" if obj.sandbox_profile else label
 
 
 @admin.register(StoredToolOutput)

@@ -59,9 +59,10 @@ def agent_config_validate(config: Any, *, as_django_error: bool = False) -> dict
 
 @transaction.atomic
 def agent_create(*, key: str, display_name: str = "", agent_type: str = "predefined", provider: str = "",
-                 model: str = "", workspace: str = "", other_config: dict | None = None, enabled: bool = True) -> Agent:
+                 model: str = "", workspace: str = "", other_config: dict | None = None, enabled: bool = True,
+                 sandbox_profile=None) -> Agent:
     agent = Agent(key=key, display_name=display_name, agent_type=agent_type, provider=provider, model=model,
-                  workspace=workspace, other_config=other_config or {}, enabled=enabled)
+                  workspace=workspace, other_config=other_config or {}, enabled=enabled, sandbox_profile=sandbox_profile)
     return _validated_save(agent)
 
 

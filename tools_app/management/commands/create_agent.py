@@ -1,6 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from goclaw.errors import ApplicationError
+from sandbox_app.models import SandboxProfile
 from tools_app.choices import AgentType
 from tools_app.services.agents import agent_create
 
@@ -15,10 +16,17 @@ class Command(BaseCommand):
         parser.add_argument("--provider", default="")
         parser.add_argument("--model", default="")
         parser.add_argument("--workspace", default="")
+        parser.add_argument("--sandbox-profile", default="", help="sandbox profile name (default: the default profile)")
 
-    def handle(self, *args, key, name, type, provider, model, workspace, **options):
+    def handle(self, *args, key, name, type, provider, model, workspace, sandbox_profile, **options):
+        profile = None
+        if sandbox_profile:
+            profile = SandboxProfile.objects.filter(name=sandbox_profile).first()
+            if profile is None:
+                raise CommandError(f"no sandbox profile named {sandbox_profile!r}")
         try:
-            agent = agent_create(key=key, display_name=name, agent_type=type, provider=provider, model=model, workspace=workspace)
+            agent = agent_create(key=key, display_name=name, agent_type=type, provider=provider, model=model,
+                                 workspace=workspace, sandbox_profile=profile)
         except ApplicationError as exc:
             raise CommandError(f"{exc.message}: {exc.details}") from None
         self.stdout.write(f"created agent {agent.key} (workspace {agent.workspace_path})")
