@@ -1,4 +1,5 @@
-"""DRF plumbing shared by every app: the error envelope, permissions, pagination."""
+"""DRF plumbing shared by every app: the error envelope, permissions, pagination, and the OpenAPI schema
+generator that documents every operation's security and error responses from the same classes."""
 from __future__ import annotations
 
 import logging
@@ -8,6 +9,7 @@ from django.core.exceptions import RequestDataTooBig
 from django import db
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions as drf_exceptions
+from rest_framework import serializers
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.permissions import BasePermission
 
@@ -91,21 +93,204 @@ def is_staff_request(request) -> bool:
     return bool(user is not None and getattr(user, "is_staff", False) and getattr(user, "is_active", False))
 
 
+# Permissions name the OpenAPI security schemes that can satisfy them (`AgentToken` is the agent bearer token,
+# `cookieAuth` the staff session); ApiSchema documents exactly those on each operation.
 class IsAgent(BasePermission):
+    message = "this endpoint needs an agent token"
+    openapi_security = frozenset({"AgentToken"})
+
     def has_permission(self, request, view):
         return agent_of(request) is not None
 
 
 class IsStaff(BasePermission):
+    message = "this endpoint is for staff only"
+    openapi_security = frozenset({"cookieAuth"})
+
     def has_permission(self, request, view):
         return is_staff_request(request)
 
 
 class IsAgentOrStaff(BasePermission):
+    message = "this endpoint needs an agent token or a staff session"
+    openapi_security = frozenset({"AgentToken", "cookieAuth"})
+
     def has_permission(self, request, view):
         return agent_of(request) is not None or is_staff_request(request)
 
 
+def _bounded_int(request, name: str, default: int, minimum: int, maximum: int | None) -> int:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw) if raw.strip() == raw else None
+    except ValueError:
+        value = None
+    if value is None or value < minimum or (maximum is not None and value > maximum):
+        bound = f"from {minimum} to {maximum}" if maximum is not None else f"of at least {minimum}"
+        raise ValidationError(f"{name} must be an integer {bound}", code="invalid_request", details={name: [f"Must be an integer {bound}."]})
+    return value
+
+
 class Pagination(LimitOffsetPagination):
+    """`?limit=` (1-500, default 50) and `?offset=` (>= 0); anything else is a 400, not silently the default."""
+
     default_limit = 50
     max_limit = 500
+
+    def get_limit(self, request):
+        return _bounded_int(request, self.limit_query_param, self.default_limit, 1, self.max_limit)
+
+    def get_offset(self, request):
+        return _bounded_int(request, self.offset_query_param, 0, 0, None)
+
+    def get_schema_operation_parameters(self, view):
+        return [
+            {"name": self.limit_query_param, "required": False, "in": "query", "description": "page size",
+             "schema": {"type": "integer", "minimum": 1, "maximum": self.max_limit, "default": self.default_limit}},
+            {"name": self.offset_query_param, "required": False, "in": "query", "description": "rows to skip",
+             "schema": {"type": "integer", "minimum": 0, "default": 0}},
+        ]
+
+
+# DRF's fields coerce (5 → "5", "true" → True, "5.0" → 5); the API's fields take exactly the JSON type they
+# document, so the schema and the validation agree.
+class StrictCharField(serializers.CharField):
+    """A JSON string (or a query-string value), never a coerced number or boolean."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictBooleanField(serializers.BooleanField):
+    def to_internal_value(self, data):
+        if not isinstance(data, bool):
+            self.fail("invalid")
+        return data
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """A JSON integer in a body, or an optionally signed run of digits in a query string."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, (int, str)) or (isinstance(data, str) and not data.lstrip("-").isdigit()):
+            self.fail("invalid")
+        if isinstance(data, str) and not data.isascii():
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+def validated_query(serializer_class, request) -> dict:
+    """Validate the query string with a serializer (the same one the operation documents as its parameters).
+    A plain dict, not the QueryDict: DRF reads an empty form value as "not given", the schema calls it empty."""
+    return validated(serializer_class, request.query_params.dict())
+
+
+# --- OpenAPI ---------------------------------------------------------------------------------------------
+class ErrorBodySerializer(serializers.Serializer):
+    code = serializers.CharField(help_text="stable snake_case code, e.g. `invalid_request`, `approval_expired`")
+    message = serializers.CharField()
+    details = serializers.JSONField(allow_null=True, help_text="per-field problems for validation errors, else null or an object")
+
+
+class ErrorSerializer(serializers.Serializer):
+    """The one error envelope every API failure uses."""
+
+    error = ErrorBodySerializer()
+
+
+def error_responses(described: dict[int, str]) -> dict:
+    """Document operation-specific errors (`{409: "already decided"}`) with the error envelope."""
+    from drf_spectacular.utils import OpenApiResponse
+
+    return {status: OpenApiResponse(ErrorSerializer, description=text) for status, text in described.items()}
+
+
+# drf_spectacular's AutoSchema and SchemaGenerator import rest_framework.views, which imports
+# DEFAULT_PERMISSION_CLASSES from this module: the two classes below are built on first access (PEP 562).
+def _openapi_classes() -> dict[str, type]:
+    from drf_spectacular.generators import SchemaGenerator
+    from drf_spectacular.openapi import AutoSchema
+
+    class ApiSchema(AutoSchema):
+        """Derives what every operation shares from the view instead of per-view copies: the security schemes its
+        permission classes accept, and the error responses its shape implies (credentials → 401/403, a body →
+        400/413/415, a query string → 400, a path id → 404, the database → 503). Views declare only their own
+        extra errors with `error_responses`; a declared status wins over a derived one."""
+
+        def get_auth(self):
+            schemes = super().get_auth()
+            permissions = self.view.get_permissions()
+            if not permissions:
+                return []
+            accepted = None
+            for permission in permissions:
+                names = getattr(permission, "openapi_security", None)
+                if names is not None:
+                    accepted = set(names) if accepted is None else accepted & names
+            return schemes if accepted is None else [req for req in schemes if set(req) <= accepted]
+
+        def _derived_errors(self, operation: dict, method: str) -> dict[int, str]:
+            errors: dict[int, str] = {}
+            parameters = operation.get("parameters", [])
+            if operation.get("requestBody"):
+                errors[400] = "malformed JSON or invalid fields (`details` names them)"
+                errors[413] = "the body is larger than GOCLAW_MAX_REQUEST_BYTES"
+                errors[415] = "the body is not application/json"
+            elif any(p["in"] == "query" for p in parameters):
+                errors[400] = "an invalid query parameter (`details` names it)"
+            schemes = {name for req in operation.get("security", []) for name in req}
+            if schemes:
+                errors[401] = "no credentials, or an invalid, expired or revoked agent token"
+                errors[403] = {frozenset({"cookieAuth"}): "staff only: an agent token or a non-staff session may not do this",
+                               frozenset({"AgentToken"}): "agents only: a session may not do this"}.get(
+                    frozenset(schemes), "these credentials may not do this (e.g. a non-staff session)")
+                if "cookieAuth" in schemes and method not in ("GET", "HEAD", "OPTIONS"):
+                    errors[403] += "; a session request without a CSRF token"
+            if any(p["in"] == "path" for p in parameters):
+                errors[404] = "no such object, or not one these credentials can see"
+            errors[503] = "the database is unavailable; retry after `Retry-After` seconds"
+            return errors
+
+        def get_operation(self, path, path_regex, path_prefix, method, registry):
+            operation = super().get_operation(path, path_regex, path_prefix, method, registry)
+            if operation is None:
+                return None
+            component = self.resolve_serializer(ErrorSerializer, "response").ref
+            responses = operation.setdefault("responses", {})
+            for status, text in sorted(self._derived_errors(operation, method.upper()).items()):
+                responses.setdefault(str(status), {"content": {"application/json": {"schema": component}}, "description": text})
+            operation["responses"] = dict(sorted(responses.items()))
+            return operation
+
+    class ApiSchemaGenerator(SchemaGenerator):
+        """drf-spectacular's generator with ApiSchema under every view (also under `@extend_schema` ones).
+        Set as SPECTACULAR_SETTINGS["DEFAULT_GENERATOR_CLASS"]."""
+
+        _combined: dict[type, type] = {}
+
+        def create_view(self, callback, method, request=None):
+            view = super().create_view(callback, method, request)
+            schema_class = view.schema.__class__  # may be a weakref proxy
+            if isinstance(view.schema, AutoSchema) and not isinstance(view.schema, ApiSchema):
+                combined = self._combined.get(schema_class)
+                if combined is None:
+                    combined = self._combined[schema_class] = type(f"Api{schema_class.__name__}", (ApiSchema, schema_class), {})
+                self._set_schema_to_view(view, combined())
+            return view
+
+    return {"ApiSchema": ApiSchema, "ApiSchemaGenerator": ApiSchemaGenerator}
+
+
+def __getattr__(name: str):
+    if name in ("ApiSchema", "ApiSchemaGenerator"):
+        globals().update(_openapi_classes())
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -80,7 +80,8 @@ def _principal_state(principal: tuple) -> tuple[bool, datetime | None]:
 
 
 class _TokenMiddleware(BaseMiddleware):
-    """Puts `scope["agent"]` from `Authorization: Bearer …` or `?token=…` (None when absent or invalid)."""
+    """Puts `scope["agent"]` and `scope["agent_token"]` from `Authorization: Bearer …` or `?token=…`
+    (None when absent or invalid)."""
 
     async def __call__(self, scope, receive, send):
         from tools_app.authentication import bearer_from_header
@@ -115,6 +116,14 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
     # The safety net: one indexed query (token) or two (session) per socket per period; see the README.
     RECHECK_SECONDS = 30.0
     RETRY_SECONDS = 1.0  # after a failed re-check (database unreachable): the socket stays open, we look again soon
+    ended = True  # live only from a successful authentication until its end
+
+    async def __call__(self, scope, receive, send):
+        try:
+            await super().__call__(scope, receive, send)
+        finally:  # however the consumer stops (disconnect, error, cancellation), its re-check timer stops too
+            self.ended = True
+            self._stop_watching()
 
     async def connect(self):
         self.agent = self.scope.get("agent")
@@ -129,6 +138,7 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
         self.ended = False
         self.deadline: datetime | None = None
         self._watcher: asyncio.Task | None = None
+        self._joined_at = time.monotonic()
         if self.agent is not None:
             token = self.scope["agent_token"]
             self.principal: tuple = ("token", token.pk)
@@ -141,8 +151,9 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
             await self._join(group)
         # Checked again only now that the control groups are joined: a revocation committed since the middleware
         # authenticated would otherwise have been sent to nobody.
-        if not await self._recheck():
+        if not await self._recheck():  # the check itself failed: do not accept what we could not confirm
             await self._end()
+        if self.ended:
             return
         await self.accept()
         self._watch_from(None)
@@ -250,8 +261,7 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
         renew group memberships before the layer's group expiry would drop them."""
         from django.utils import timezone
 
-        renew_every = getattr(self.channel_layer, "group_expiry", 86400) / 2
-        joined_at = time.monotonic()
+        renew_every = (getattr(self.channel_layer, "group_expiry", 0) or 0) / 2  # 0: memberships never expire
         while not self.ended:
             if delay is None:
                 delay = self.RECHECK_SECONDS * random.uniform(0.9, 1.1)
@@ -259,7 +269,10 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
                     delay = min(delay, max((self.deadline - timezone.now()).total_seconds(), 0.0) + 0.05)
             await asyncio.sleep(delay)
             delay = None if await self._recheck() else self.RETRY_SECONDS
-            if not self.ended and time.monotonic() - joined_at > renew_every:
-                for group in list(self.groups_joined):
-                    await self.channel_layer.group_add(group, self.channel_name)
-                joined_at = time.monotonic()
+            if not self.ended and renew_every and time.monotonic() - self._joined_at > renew_every:
+                self._joined_at = time.monotonic()
+                try:
+                    for group in list(self.groups_joined):
+                        await self.channel_layer.group_add(group, self.channel_name)
+                except Exception:
+                    logger.exception("renewing WebSocket group memberships failed")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -61,6 +62,36 @@ def env_path(name: str, default: Path) -> Path:
     return Path(raw).expanduser().resolve() if raw else default.resolve()
 
 
+def private_dir(path: Path) -> Path:
+    """Create `path` (and missing parents) mode 0700, or tighten an existing one: group read/write and all
+    access for others go; a group search bit stays (the embedded PostgreSQL's user needs it when run as root)."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    st = path.stat()
+    wanted = 0o700 | (st.st_mode & 0o010)
+    if st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) != wanted:
+        path.chmod(wanted)
+    return path
+
+
+def read_or_create_secret_file(path: Path, generate) -> str:
+    """The secret stored in `path`, else a generated one written there; either way the file ends up ours, 0600."""
+    if path.exists():
+        st = path.lstat()
+        if not stat.S_ISREG(st.st_mode):
+            raise ImproperlyConfigured(f"{path} must be a regular file (it holds a secret)")
+        if os.geteuid() == 0 and st.st_uid != 0:
+            os.chown(path, 0, 0)  # e.g. made by an older version as another user: no one else may read it
+        if stat.S_IMODE(st.st_mode) != 0o600:
+            path.chmod(0o600)
+        return path.read_text().strip()
+    private_dir(path.parent)
+    value = generate()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(value + "\n")
+    return value
+
+
 def read_or_create_secret(name: str, path: Path, *, production: bool, generate) -> str:
     """Return env var `name`, else the value stored in `path`, else generate one into `path` (mode 0600).
 
@@ -70,11 +101,4 @@ def read_or_create_secret(name: str, path: Path, *, production: bool, generate) 
         return value
     if production:
         raise ImproperlyConfigured(f"{name} is required when GOCLAW_ENV=production")
-    if path.exists():
-        return path.read_text().strip()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    value = generate()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(value + "\n")
-    return value
+    return read_or_create_secret_file(path, generate)

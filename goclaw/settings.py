@@ -17,6 +17,7 @@ from goclaw.env import (
     env_list,
     env_path,
     env_str,
+    private_dir,
     read_or_create_secret,
 )
 
@@ -113,12 +114,16 @@ TEMPLATES = [
 
 # --- Database -------------------------------------------------------------------------------------
 DATABASE_URL = env_str("DATABASE_URL")
+if not TESTING:
+    private_dir(DATA_DIR)  # 0700: secrets, the database passwords and the embedded cluster live there
 if DATABASE_URL:
     DATABASES = {"default": db_settings_from_uri(DATABASE_URL)}
-elif TESTING:  # tests/conftest.py starts an embedded server and fills HOST in
-    DATABASES = {"default": {"ENGINE": "django.db.backends.postgresql", "NAME": "goclaw", "HOST": "", "USER": "postgres"}}
+elif TESTING:  # tests/conftest.py starts an embedded server and fills HOST and PASSWORD in
+    DATABASES = {"default": {"ENGINE": "django.db.backends.postgresql", "NAME": "goclaw", "HOST": "", "USER": "goclaw"}}
 else:
-    DATABASES = {"default": db_settings_from_uri(start_embedded(DATA_DIR / "postgres"))}
+    # Embedded PostgreSQL in DATA_DIR/postgres: bootstrapped (or migrated from trust auth) as its superuser,
+    # then every process connects as the non-superuser `goclaw` role that owns the database.
+    DATABASES = {"default": db_settings_from_uri(start_embedded(DATA_DIR))}
 DATABASES["default"]["CONN_MAX_AGE"] = 0 if TESTING else env_int("GOCLAW_DB_CONN_MAX_AGE", 600, minimum=0)
 # Off by default: the check is one extra round trip per request (~0.5 ms here). `up` restarts the
 # servers with PostgreSQL, so stale connections do not outlive a database restart.
@@ -213,6 +218,7 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Tool governance for AI agents: catalogs, execution, approvals and audit.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    "DEFAULT_GENERATOR_CLASS": "goclaw.api.ApiSchemaGenerator",  # security and error responses derived per view
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
@@ -225,7 +231,10 @@ SPECTACULAR_SETTINGS = {
 
 # --- Tools -------------------------------------------------------------------------------------------
 WORKSPACES_DIR = env_path("GOCLAW_WORKSPACES_DIR", DATA_DIR / "workspaces")
-TOOL_RATE_LIMIT_PER_HOUR = env_int("GOCLAW_RATE_LIMIT_PER_HOUR", 150, minimum=0)
+TOOL_RATE_LIMIT_PER_HOUR = env_int("GOCLAW_RATE_LIMIT_PER_HOUR", 150, minimum=0)  # per session key; 0 disables
+# Ceilings over the caller-chosen keys: per (agent, user id) across sessions, and per agent. Per agent: other_config.
+TOOL_RATE_LIMIT_USER_PER_HOUR = env_int("GOCLAW_RATE_LIMIT_USER_PER_HOUR", 600, minimum=0)
+TOOL_RATE_LIMIT_AGENT_PER_HOUR = env_int("GOCLAW_RATE_LIMIT_AGENT_PER_HOUR", 3000, minimum=0)
 TOOL_OUTPUT_BUDGET_CHARS = env_int("GOCLAW_OUTPUT_BUDGET_CHARS", 30_000, minimum=1_000)
 TOOL_BLOCKED_NAMES = env_list("GOCLAW_BLOCKED_TOOLS", [])  # refused for every agent by the security filter hook
 TOOL_DENIED_PATHS = env_list("GOCLAW_DENIED_PATHS", [".goclaw/", ".git/config"])

@@ -1,8 +1,24 @@
 from django.http import JsonResponse
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.decorators import api_view, authentication_classes, permission_classes
 
 from goclaw.services import health_status
 
+_HEALTH = inline_serializer("Health", {
+    "ok": serializers.BooleanField(help_text="every check is ok"),
+    "checks": serializers.DictField(child=inline_serializer("HealthCheck", {
+        "ok": serializers.BooleanField(),
+        "error": serializers.CharField(required=False),
+    }), help_text="database, pgvector, worker, channel_layer and the apps' own checks; more fields per check"),
+})
 
+
+@extend_schema(summary="Liveness and dependencies (no credentials)", tags=["health"],
+               responses={200: _HEALTH, 503: OpenApiResponse(_HEALTH, description="at least one check is down")})
+@api_view(["GET", "HEAD"])
+@authentication_classes([])
+@permission_classes([])
 def healthz(request):
     """Database, pgvector, worker heartbeat, channel layer: 200 when all are up, else 503."""
     status = health_status()

@@ -196,7 +196,7 @@ class RunCgroup:
             self.signal_all(signal.SIGKILL)
             if time.monotonic() >= end:
                 return False
-            time.sleep(0.01)
+            time.sleep(0.002)
 
     def oom_killed(self) -> bool:
         """Did the memory controller kill something in this run?"""
@@ -217,14 +217,14 @@ class RunCgroup:
     def remove(self) -> None:
         self.kill_all()
         for _, path in self.dirs.values():
-            for _ in range(50):
+            for _ in range(250):
                 try:
                     path.rmdir()
                     break
                 except FileNotFoundError:
                     break
                 except OSError:  # EBUSY: the last process is still exiting
-                    time.sleep(0.01)
+                    time.sleep(0.002)
             with _parent_lock:
                 try:
                     path.parent.rmdir()  # fails (EBUSY/ENOTEMPTY) while another run uses it: fine

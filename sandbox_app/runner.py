@@ -7,8 +7,9 @@
 
 Everything is exec'd in place, so one pid (the leader of a new session/process group) carries the run
 from before its first instruction: it is inside its cgroup before it can fork. No `preexec_fn` (the
-server is multi-threaded). The JOIN step reports success on a status pipe it closes before exec'ing,
-so the program can't forge it; without that report the run fails closed with `SandboxError`.
+server is multi-threaded). The JOIN step reports success by writing a marker to stdout before it
+exec's anything, so the program (whose output can only follow) can't forge it; the runner strips the
+marker, and without it the run fails closed with `SandboxError`.
 
 Supervision guarantees (unchanged from the original host backend):
 - stdout/stderr are read concurrently (one selector loop), the first `max_output_bytes` of each are
@@ -41,12 +42,13 @@ _WRITE_CHUNK = 65536
 _KILL_WAIT_SECONDS = 5.0
 _SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 
-# $1 = status fd, $2 = number of cgroup.procs files, then the files, then the program's argv.
+# $1 = number of cgroup.procs files, then the files, then the program's argv. (dash: no fds > 9, so
+# the success report goes to stdout, ahead of anything the program can write.)
+_JOINED_MARKER = b"goclaw:cgroup-joined\n"
 _JOIN_SCRIPT = (
-    'fd=$1; n=$2; shift 2; '
+    'n=$1; shift; '
     'while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done; '
-    'echo ok >&"$fd" || exit 125; '
-    'eval "exec $fd>&-"; exec "$@"'
+    'printf "goclaw:cgroup-joined\\n" || exit 125; exec "$@"'
 )
 
 
@@ -56,14 +58,33 @@ def system_tool(name: str) -> str | None:
 
 
 class _Stream:
-    __slots__ = ("buf", "limit", "truncated")
+    __slots__ = ("buf", "limit", "truncated", "prefix", "seen", "expecting")
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, prefix: bytes = b"") -> None:
         self.buf = bytearray()
         self.limit = limit
         self.truncated = False
+        self.prefix = prefix  # expected first bytes (our own markers): consumed, not kept
+        self.seen = bytearray()  # how much of it actually arrived, in order
+        self.expecting = bool(prefix)
+
+    @property
+    def matched(self) -> int:
+        return len(self.seen)
 
     def feed(self, data: bytes) -> None:
+        if self.expecting:
+            expected = self.prefix[len(self.seen):]
+            chunk = data[:len(expected)]
+            same = 0
+            while same < len(chunk) and chunk[same] == expected[same]:
+                same += 1
+            self.seen += chunk[:same]
+            data = data[same:]
+            if same < len(chunk) or len(self.seen) == len(self.prefix):
+                self.expecting = False  # complete, or something else arrived first: the rest is output
+            if not data:
+                return
         room = self.limit - len(self.buf)
         if room >= len(data):
             self.buf += data
@@ -103,6 +124,12 @@ class Launch:
     identity: SandboxIdentity | None = None  # setpriv to it when identity.switch
     rlimits: dict[str, str] = field(default_factory=dict)  # prlimit long option -> value, e.g. {"nofile": "64"}
     cgroup: RunCgroup | None = None
+    # Steps run as the server's user after the cgroup join and before the RLIMITs / privilege drop
+    # (each exec's the rest of the chain), e.g. bubblewrap's private-mount-namespace workspace gateway.
+    root_prefix: list[str] = field(default_factory=list)
+    # A marker the innermost step prints to stdout right before exec'ing the program (bubblewrap: proof
+    # that the sandbox was set up and the program was about to start); stripped from the output.
+    inner_marker: bytes = b""
     # bubblewrap: on timeout SIGTERM reaches the program inside first, not the bwrap leader (whose
     # death would SIGKILL the sandbox at once); the SIGKILL after the grace period hits everything.
     term_spares_leader: bool = False
@@ -115,6 +142,7 @@ class Completed:
     stdout: _Stream
     stderr: _Stream
     duration_ms: float
+    inner_marker_seen: bool = True
 
 
 class ProcessRunner:
@@ -125,11 +153,12 @@ class ProcessRunner:
     # --- building the chain -----------------------------------------------------------------------
 
     @staticmethod
-    def chain(launch: Launch, status_fd: int | None) -> list[str]:
+    def chain(launch: Launch) -> list[str]:
         argv: list[str] = []
         if launch.cgroup is not None:
             files = launch.cgroup.procs_files
-            argv += ["/bin/sh", "-c", _JOIN_SCRIPT, "goclaw-join", str(status_fd), str(len(files)), *files]
+            argv += ["/bin/sh", "-c", _JOIN_SCRIPT, "goclaw-join", str(len(files)), *files]
+        argv += launch.root_prefix
         if launch.rlimits:
             prlimit = system_tool("prlimit")
             if prlimit is None:
@@ -146,67 +175,52 @@ class ProcessRunner:
     # --- running ----------------------------------------------------------------------------------
 
     def run(self, launch: Launch, limits: ExecLimits, stdin: bytes | None) -> Completed:
-        status_r = status_w = None
-        if launch.cgroup is not None:
-            status_r, status_w = os.pipe()
+        argv = self.chain(launch)
+        join_marker = _JOINED_MARKER if launch.cgroup is not None else b""
+        marker = join_marker + launch.inner_marker
+        start = time.monotonic()
         try:
-            argv = self.chain(launch, status_w)
-            pass_fds = tuple(launch.pass_fds) + ((status_w,) if status_w is not None else ())
-            start = time.monotonic()
-            try:
-                proc = subprocess.Popen(
-                    argv, cwd=launch.cwd, env=launch.env,
-                    stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, close_fds=True, start_new_session=True,
-                    pass_fds=pass_fds,
-                )
-            except FileNotFoundError:
-                raise SandboxError(f"executable not found: {argv[0]}") from None
-            except PermissionError:
-                raise SandboxError(f"permission denied starting {argv[0]}") from None
-            except OSError as exc:
-                raise SandboxError(f"could not start process: {exc.strerror or exc}") from None
-            if status_w is not None:
-                os.close(status_w)
-                status_w = None
+            proc = subprocess.Popen(
+                argv, cwd=launch.cwd, env=launch.env,
+                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, close_fds=True, start_new_session=True,
+                pass_fds=tuple(launch.pass_fds),
+            )
+        except FileNotFoundError:
+            raise SandboxError(f"executable not found: {argv[0]}") from None
+        except PermissionError:
+            raise SandboxError(f"permission denied starting {argv[0]}") from None
+        except OSError as exc:
+            raise SandboxError(f"could not start process: {exc.strerror or exc}") from None
 
-            pgid = proc.pid  # start_new_session=True: the child is the leader of a new group
+        pgid = proc.pid  # start_new_session=True: the child is the leader of a new group
+        try:
+            timed_out, out, err = self._supervise(proc, pgid, launch, limits, stdin, start, marker)
+        except BaseException:
+            self._kill_tree(pgid, launch, signal.SIGKILL)
             try:
-                timed_out, out, err = self._supervise(proc, pgid, launch, limits, stdin, start)
-            except BaseException:
-                self._kill_tree(pgid, launch, signal.SIGKILL)
-                try:
-                    proc.wait(timeout=_KILL_WAIT_SECONDS)
-                except Exception:
-                    pass
-                raise
-            finally:
-                for pipe in (proc.stdin, proc.stdout, proc.stderr):
-                    if pipe is not None:
-                        try:
-                            pipe.close()
-                        except OSError:
-                            pass
-
-            try:
-                returncode = proc.wait(timeout=_KILL_WAIT_SECONDS)
-            except subprocess.TimeoutExpired:  # stuck in uninterruptible sleep; report it as killed
-                returncode = None
-            duration_ms = (time.monotonic() - start) * 1000.0
-            if status_r is not None:
-                os.set_blocking(status_r, False)
-                try:
-                    joined = os.read(status_r, 16).startswith(b"ok")
-                except OSError:
-                    joined = False
-                if not joined:
-                    raise SandboxError("could not place the process in its cgroup; it was not run")
-            return Completed(returncode=None if timed_out else returncode, timed_out=timed_out,
-                             stdout=out, stderr=err, duration_ms=duration_ms)
+                proc.wait(timeout=_KILL_WAIT_SECONDS)
+            except Exception:
+                pass
+            raise
         finally:
-            for fd in (status_r, status_w):
-                if fd is not None:
-                    os.close(fd)
+            for pipe in (proc.stdin, proc.stdout, proc.stderr):
+                if pipe is not None:
+                    try:
+                        pipe.close()
+                    except OSError:
+                        pass
+
+        try:
+            returncode = proc.wait(timeout=_KILL_WAIT_SECONDS)
+        except subprocess.TimeoutExpired:  # stuck in uninterruptible sleep; report it as killed
+            returncode = None
+        duration_ms = (time.monotonic() - start) * 1000.0
+        if out.matched < len(join_marker):
+            raise SandboxError("could not place the process in its cgroup; it was not run")
+        return Completed(returncode=None if timed_out else returncode, timed_out=timed_out,
+                         stdout=out, stderr=err, duration_ms=duration_ms,
+                         inner_marker_seen=out.matched == len(marker))
 
     @staticmethod
     def _kill_tree(pgid: int, launch: Launch, sig: int) -> None:
@@ -226,8 +240,8 @@ class ProcessRunner:
             ProcessRunner._kill_tree(pgid, launch, signal.SIGTERM)
 
     def _supervise(self, proc: subprocess.Popen, pgid: int, launch: Launch, limits: ExecLimits,
-                   stdin: bytes | None, start: float) -> tuple[bool, _Stream, _Stream]:
-        out, err = _Stream(limits.max_output_bytes), _Stream(limits.max_output_bytes)
+                   stdin: bytes | None, start: float, marker: bytes) -> tuple[bool, _Stream, _Stream]:
+        out, err = _Stream(limits.max_output_bytes, marker), _Stream(limits.max_output_bytes)
         sel = selectors.DefaultSelector()
         pidfd = None
         try:
@@ -356,3 +370,70 @@ class ProcessRunner:
             for key, _ in ready:
                 if isinstance(key.data, _Stream):
                     self._read(sel, key.fd, key.data)
+
+
+# --- limits -----------------------------------------------------------------------------------------
+
+# With max_processes unset, a run's pids cgroup still gets this ceiling, so a fork bomb can't take the
+# machine down even when the caller forgot a limit.
+PIDS_BACKSTOP = 1024
+
+
+def apply_limits(launch: Launch, limits: ExecLimits, *, overhead_pids: int) -> tuple[tuple[str, ...], RunCgroup | None]:
+    """Put `limits` on `launch`: pids/memory through a per-run cgroup where usable, else RLIMITs; CPU
+    seconds, open files and file size always through RLIMITs. Returns (limits_enforced, cgroup); the
+    caller removes the cgroup after the run. `overhead_pids` = processes the backend itself needs
+    inside the cgroup (bwrap's monitor and init)."""
+    from sandbox_app.cgroups import cgroup_support, create_run_cgroup
+
+    support = cgroup_support()
+    enforced: list[str] = []
+    rlimits: dict[str, str] = {}
+    use_pids = "pids" in support.controllers
+    use_memory = "memory" in support.controllers and limits.memory_bytes > 0
+    cgroup = None
+    if use_pids or use_memory:
+        max_pids = (limits.max_processes + overhead_pids) if limits.max_processes else PIDS_BACKSTOP
+        try:
+            cgroup = create_run_cgroup(max_pids=max_pids if use_pids else 0,
+                                       memory_bytes=limits.memory_bytes if use_memory else 0)
+        except OSError as exc:
+            raise SandboxError(f"could not create the run's cgroup: {exc.strerror or exc}") from None
+        if cgroup is None:
+            use_pids = use_memory = False
+    if limits.max_processes:
+        if use_pids:
+            enforced.append("max_processes:cgroup")
+        else:
+            rlimits["nproc"] = str(limits.max_processes + overhead_pids)
+            enforced.append("max_processes:rlimit")
+    if limits.memory_bytes:
+        if use_memory:
+            enforced.append("memory_bytes:cgroup")
+        else:
+            rlimits["as"] = str(limits.memory_bytes)
+            enforced.append("memory_bytes:rlimit")
+    if limits.cpu_seconds:
+        # soft limit -> SIGXCPU, one second later the hard limit -> SIGKILL
+        rlimits["cpu"] = f"{limits.cpu_seconds}:{limits.cpu_seconds + 1}"
+        enforced.append("cpu_seconds:rlimit")
+    if limits.max_open_files:
+        rlimits["nofile"] = str(limits.max_open_files)
+        enforced.append("max_open_files:rlimit")
+    if limits.max_file_bytes:
+        rlimits["fsize"] = str(limits.max_file_bytes)
+        enforced.append("max_file_bytes:rlimit")
+    launch.cgroup = cgroup
+    launch.rlimits = rlimits
+    return tuple(enforced), cgroup
+
+
+_WRAPPER_FAILURES = (b"setpriv: failed to execute", b"prlimit: failed to execute")
+
+
+def raise_if_wrapper_failed(done: Completed, program: str) -> None:
+    """setpriv/prlimit could not exec the program (126/127 and their own message): the program never ran."""
+    if done.returncode in (126, 127) and bytes(done.stderr.buf).startswith(_WRAPPER_FAILURES):
+        if done.returncode == 127:
+            raise SandboxError(f"executable not found: {program}")
+        raise SandboxError(f"permission denied starting {program}")

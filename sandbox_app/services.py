@@ -173,13 +173,33 @@ def safe_child_env(extra: dict[str, str] | None = None, *, strip: Iterable[str] 
 
 # --- the service ----------------------------------------------------------------------------------
 
-def sandbox_exec(*, command: str | None = None, argv: list[str] | None = None, cwd: Path,
-                 env: dict[str, str] | None = None, limits: ExecLimits = ExecLimits(), backend: str = "host",
-                 stdin: bytes | None = None) -> ExecResult:
-    """Run `command` (via `/bin/sh -c`) or `argv` (directly, no shell) in `cwd` under `backend`.
+WORKSPACE_MOUNT = "/workspace"  # where bubblewrap / docker show the workspace to the process
 
-    `env=None` means `safe_child_env()` (never the parent environment). Raises `SandboxError` when
-    the process cannot be started; a non-zero exit, a signal or a timeout is reported in the result.
+
+def _validate_dir(path: Path | str, what: str) -> Path:
+    p = Path(path)
+    if not p.is_absolute():
+        raise SandboxError(f"{what} must be an absolute path: {path}")
+    if not p.exists():
+        raise SandboxError(f"{what} does not exist: {path}")
+    if not p.is_dir():
+        raise SandboxError(f"{what} is not a directory: {path}")
+    return p
+
+
+def sandbox_exec(*, command: str | None = None, argv: list[str] | None = None, workspace: Path | None = None,
+                 cwd: Path | None = None, env: dict[str, str] | None = None, limits: ExecLimits = ExecLimits(),
+                 spec: SandboxSpec | None = None, backend: str | None = None,
+                 stdin: bytes | None = None) -> ExecResult:
+    """Run `command` (via `/bin/sh -c`) or `argv` (directly, no shell) under the spec's backend.
+
+    `workspace` is the directory the process sees as `/workspace` (bubblewrap/docker; default: `cwd`);
+    `cwd` must lie inside it (default: the workspace). `backend="x"` is shorthand for
+    `SandboxSpec(backend="x")`; neither means `SandboxSpec()` (backend "auto": bubblewrap, else docker,
+    else `SandboxError` — never the host). `env=None` means `safe_child_env()`; a missing HOME (or
+    safe_child_env's "/nonexistent" placeholder) becomes the workspace as the process sees it
+    (`/workspace` under bubblewrap/docker, the real path on the host). Raises `SandboxError` when the process cannot be started; a
+    non-zero exit, a signal or a timeout is reported in the result.
     """
     if (command is None) == (argv is None):
         raise SandboxError("pass exactly one of command or argv")
@@ -199,22 +219,41 @@ def sandbox_exec(*, command: str | None = None, argv: list[str] | None = None, c
         raise SandboxError("stdin must be bytes")
     if not isinstance(limits, ExecLimits):
         raise SandboxError("limits must be an ExecLimits")
+    if spec is not None and backend is not None and backend != spec.backend:
+        raise SandboxError("pass either spec or backend, not two different backends")
+    if spec is None:
+        spec = SandboxSpec(backend=backend) if backend is not None else SandboxSpec()
+    if not isinstance(spec, SandboxSpec):
+        raise SandboxError("spec must be a SandboxSpec")
 
-    from sandbox_app.backends import get_backend  # late: backends import this module
+    from sandbox_app.backends import resolve_backend  # late: backends import this module
 
-    impl = get_backend(backend)  # raises SandboxError for unknown/unavailable backends (fail closed)
+    impl = resolve_backend(spec.backend)  # raises SandboxError (fail closed), never picks host for "auto"
 
-    cwd_path = Path(cwd)
-    if not cwd_path.is_absolute():
-        raise SandboxError(f"working directory must be an absolute path: {cwd}")
-    if not cwd_path.exists():
-        raise SandboxError(f"working directory does not exist: {cwd}")
-    if not cwd_path.is_dir():
-        raise SandboxError(f"working directory is not a directory: {cwd}")
+    if workspace is None and cwd is None:
+        raise SandboxError("pass a workspace (or a cwd)")
+    ws_path = _validate_dir(workspace if workspace is not None else cwd, "workspace" if workspace is not None
+                            else "working directory")
+    cwd_path = _validate_dir(cwd, "working directory") if cwd is not None else ws_path
+    ws_real, cwd_real = Path(os.path.realpath(ws_path)), Path(os.path.realpath(cwd_path))
+    if cwd_real != ws_real and ws_real not in cwd_real.parents:
+        raise SandboxError(f"working directory {cwd} is not inside the workspace")
 
     child_env = safe_child_env() if env is None else dict(env)
     for key, value in child_env.items():
         if "\x00" in key or "=" in key or not key or "\x00" in str(value):
             raise SandboxError(f"invalid environment entry {key!r}")
-    return impl.run(argv=run_argv, cwd=cwd_path, env=child_env, limits=limits,
+    # No HOME, or safe_child_env's "/nonexistent" placeholder: the workspace, as the process sees it.
+    if child_env.get("HOME", "/nonexistent") == "/nonexistent":
+        child_env["HOME"] = WORKSPACE_MOUNT if impl.name in ("bubblewrap", "docker") else str(ws_real)
+    return impl.run(argv=run_argv, workspace=ws_real, cwd=cwd_real, env=child_env, limits=limits, spec=spec,
                     stdin=bytes(stdin) if stdin is not None else None)
+
+
+def sandbox_capabilities() -> dict:
+    """What this machine offers the sandbox: bwrap path/version/usability, cgroup version and usable
+    controllers, root or not and the sandbox user, the helper tools and each backend's availability.
+    For health checks and the admin self-test; never raises."""
+    from sandbox_app.system import capabilities
+
+    return capabilities()

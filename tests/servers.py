@@ -78,3 +78,63 @@ class UpProcess:
             if self.proc.poll() is None:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             self.log.close()
+
+
+class DaphneProcess:
+    """daphne alone serving goclaw's ASGI app, in its own session, logging to a file. With `database_url()` and
+    `channel_layers()` it shares the test database and a cross-process channel layer with the test process."""
+
+    def __init__(self, env: dict[str, str], port: int, log: Path):
+        self.log = log.open("ab")
+        self.port = port
+        daphne = Path(sys.executable).parent / "daphne"
+        self.proc = subprocess.Popen([str(daphne), "-b", "127.0.0.1", "-p", str(port), "goclaw.asgi:application"],
+                                     cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def wait_listening(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                self.log.flush()
+                raise RuntimeError(f"daphne exited early with {self.proc.returncode}:\n"
+                                   + Path(self.log.name).read_text(errors="replace")[-3000:])
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError("daphne never listened")
+
+    def stop(self) -> int | None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+        try:
+            return self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            return self.proc.wait(5)
+        finally:
+            self.log.close()
+
+    @staticmethod
+    def database_url() -> str:
+        """A DATABASE_URL for the database this (test) process is connected to."""
+        from urllib.parse import quote
+
+        from django.db import connection
+
+        db = connection.settings_dict
+        auth = quote(db["USER"], safe="") + (":" + quote(db["PASSWORD"], safe="") if db.get("PASSWORD") else "")
+        host = db.get("HOST") or ""
+        if host.startswith("/"):
+            return f"postgresql://{auth}@:{db.get('PORT') or 5432}/{quote(db['NAME'])}?host={quote(host)}"
+        return f"postgresql://{auth}@{host or '127.0.0.1'}:{db.get('PORT') or 5432}/{quote(db['NAME'])}"
+
+    @staticmethod
+    def channel_layers() -> dict:
+        """CHANNEL_LAYERS for the PostgreSQL layer on this process's database (what a server without Redis uses)."""
+        from django.db import connection
+
+        db = connection.settings_dict
+        return {"default": {"BACKEND": "goclaw.channel_layer.FastGroupSendPostgresChannelLayer",
+                            "CONFIG": {**{k: db[k] for k in ("NAME", "USER", "PASSWORD", "HOST", "PORT")}, "TIME_ZONE": None}}}

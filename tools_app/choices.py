@@ -64,9 +64,11 @@ class ApprovalDecision(models.TextChoices):
 
 
 class RuleMatch(models.TextChoices):
-    EXACT = "exact", "Exact arguments / command"
-    PREFIX = "prefix", "Command prefix (exec only)"
-    GLOB = "glob", "Glob on the command or on named argument values"
+    """How far an allow-always rule reaches (docs/approvals.md, "What an allow-always rule covers")."""
+
+    EXACT = "exact", "Exact call (exec: command, working directory and timeout)"
+    PREFIX = "prefix", "Leading command words (exec only; analysed arguments)"
+    GLOB = "glob", "Globs on command words or on argument values (paths normalised, segment-wise)"
 
 
 class ExecSecurity(models.TextChoices):

@@ -133,7 +133,54 @@ def ensure_workspace(workspace: Path | str) -> str:
             raise PathError("the workspace directory could not be created") from None
     if not os.path.isdir(root):
         raise PathError("the workspace is not a directory")
+    workspace_owner_ensure(root)
     return root
+
+
+def _adopt(dir_fd: int, name: str | None = None, fd: int | None = None) -> None:
+    """A new entry takes the owner of the directory it was created in (when the server runs as root and that
+    directory belongs to someone else: the sandbox user owns workspaces, so its processes can use what the
+    file tools write). Never follows a symlink: `fd` is chowned directly, `name` with follow_symlinks=False."""
+    if os.geteuid() != 0:
+        return
+    st = os.fstat(dir_fd)
+    if st.st_uid == 0:
+        return
+    if fd is not None:
+        os.fchown(fd, st.st_uid, st.st_gid)
+    elif name is not None:
+        os.chown(name, st.st_uid, st.st_gid, dir_fd=dir_fd, follow_symlinks=False)
+
+
+def _adopt_tree(root: str, uid: int, gid: int) -> None:
+    """Hand a workspace created before the sandbox user owned it (every entry the server created) to that user.
+
+    fd-based walk that never follows symlinks, so nothing outside the workspace can be reached."""
+    for dirpath, dirnames, filenames, dfd in os.fwalk(root, follow_symlinks=False):
+        for name in (*dirnames, *filenames):
+            try:
+                if os.stat(name, dir_fd=dfd, follow_symlinks=False).st_uid == 0:
+                    os.chown(name, uid, gid, dir_fd=dfd, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+
+
+def workspace_owner_ensure(root: str) -> None:
+    """As root: the workspace (and what the server created in it before) belongs to the sandbox user, so
+    sandboxed processes can write it. Not root: nothing to do (processes run as the server's own user)."""
+    if os.geteuid() != 0:
+        return
+    from sandbox_app.identity import prepare_workspace, sandbox_identity
+    from sandbox_app.services import SandboxError
+
+    try:
+        identity = sandbox_identity()
+        if os.stat(root, follow_symlinks=False).st_uid == identity.uid:
+            return
+        _adopt_tree(root, identity.uid, identity.gid)
+        prepare_workspace(Path(root), identity)
+    except (SandboxError, OSError) as exc:
+        raise PathError(f"the workspace could not be prepared for the sandbox: {exc}") from None
 
 
 def is_within(root: str, path: str) -> bool:
@@ -386,6 +433,7 @@ def _walk_dirs(root: str, components: list[str], shown: str, *, create: bool) ->
                     raise PathError(f"directory not found: {shown}") from None
                 try:
                     os.mkdir(comp, DIR_MODE, dir_fd=fd)
+                    _adopt(fd, comp)
                 except FileExistsError:
                     pass
                 except OSError as exc:
@@ -463,6 +511,7 @@ def open_dir(workspace: Path | str, user_path: str = ".", *, denied: Sequence[st
                 raise PathError(f"directory not found: {shown}") from None
             try:
                 os.mkdir(comps[-1], DIR_MODE, dir_fd=fd)
+                _adopt(fd, comps[-1])
             except FileExistsError:
                 pass
             st = os.stat(comps[-1], dir_fd=fd, follow_symlinks=False)
@@ -560,6 +609,7 @@ def open_for_write(
             flags |= os.O_APPEND
         try:
             fd = os.open(name, flags, mode, dir_fd=dfd)
+            _adopt(dfd, fd=fd)
         except OSError as exc:
             raise _open_error(exc, shown) from None
     finally:
@@ -629,6 +679,10 @@ def atomic_write(
                 n = os.write(fd, view)
                 view = view[n:]
             os.fchmod(fd, mode)
+            if st is not None and os.geteuid() == 0:
+                os.fchown(fd, st.st_uid, st.st_gid)  # a replaced file keeps its owner
+            else:
+                _adopt(dfd, fd=fd)
             os.fsync(fd)
         except OSError as exc:
             raise _open_error(exc, shown) from None

@@ -7,9 +7,13 @@ Does I/O (the tool itself) outside any transaction; each DB write is its own sho
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import hmac
 import logging
+import os
 import re
+import stat
 import threading
 import time
 import uuid
@@ -31,8 +35,9 @@ from tools_app.hooks import hooks
 from tools_app.models import Agent, StoredToolOutput, ToolInvocation
 from tools_app.policy import PolicyInput
 from tools_app.policy import resolve as policy_resolve
-from tools_app.ratelimit import rate_limit_allow
+from tools_app.ratelimit import rate_limit_take
 from tools_app.registry import ToolRegistry, registry
+from tools_app.security.scrub import Scrubber, default_scrubber
 
 logger = logging.getLogger("goclaw.pipeline")
 
@@ -93,22 +98,158 @@ approval_gate: Callable[[ToolContext, Tool, dict, ToolCall], ApprovalVerdict] = 
 _executor = ThreadPoolExecutor(max_workers=32, thread_name_prefix="goclaw-tool")
 _validators: dict[int, jsonschema.Draft202012Validator] = {}
 _validators_lock = threading.Lock()
-_USER_DIR_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,99}$")
 
 
-# --- context ------------------------------------------------------------------------------------------
+# --- what a call may store, show or echo ----------------------------------------------------------------
+# Every caller-supplied string of a call (user id, session key, channel, chat id, request id, tool name) is
+# scrubbed once, in `build_context`, into `CallLabels`; the audit row, the `tool.executed` event, stored
+# outputs, rate-limit keys and refusal texts use the labels, never the raw values. The tool itself gets the
+# raw values in its `ToolContext`: it acts for the real caller (per-user rows, chat routing, approval rules).
+LABEL_PSEUDONYM_HEX = 16
+REFUSAL_MAX_CHARS = 4000
+ECHO_MAX_CHARS = 80
+_PSEUDONYM_TAIL_RE = re.compile(rf"~[0-9a-f]{{{LABEL_PSEUDONYM_HEX}}}\Z")
+_pseudonym_key: bytes | None = None
+
+
+def pseudonym(value: str) -> str:
+    """A keyed hash of `value` (hex): distinct values stay distinguishable, and the value cannot be guessed back
+    from it offline (the key is derived from SECRET_KEY)."""
+    global _pseudonym_key
+    if _pseudonym_key is None:
+        _pseudonym_key = hashlib.sha256(b"goclaw.pipeline.label\0" + settings.SECRET_KEY.encode()).digest()
+    digest = hmac.new(_pseudonym_key, value.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
+    return digest[:LABEL_PSEUDONYM_HEX]
+
+
+def label(value: str, width: int) -> str:
+    """`value` as it may be stored or shown: scrubbed, storable, at most `width` characters. A value that had to
+    change (a credential was redacted, it was too long, it held NUL or a lone surrogate, or it already ends like a
+    pseudonym) ends in `~` + a pseudonym of the whole raw value, so two distinct values never share a label
+    unless their keyed hashes collide; any other value is kept as it is."""
+    if not value:
+        return ""
+    text, count = default_scrubber.scrub(value)
+    if not count and len(value) <= width and not _PSEUDONYM_TAIL_RE.search(value) and pg_text(value) == value:
+        return value
+    suffix = "~" + pseudonym(value)
+    return pg_text(text)[: width - len(suffix)] + suffix
+
+
+def echo(value: Any, limit: int = ECHO_MAX_CHARS) -> str:
+    """A caller value as a refusal may quote it: scrubbed, storable, cut to `limit` characters."""
+    text = value if isinstance(value, str) else repr(value)
+    # Scrub before cutting (a cut token may no longer look like one); a credential is not longer than 4 KB
+    # except a PEM block, whose header alone is redacted with everything after it.
+    text, _ = default_scrubber.scrub(text[: limit + 4096])
+    text = pg_text(text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+@dataclass(frozen=True)
+class CallLabels:
+    """The caller-supplied identity strings of one call, scrubbed once (see `label`), at their audit widths."""
+
+    user_id: str = ""
+    session_key: str = ""
+    channel: str = ""
+    chat_id: str = ""
+    request_id: str = ""
+
+
+_LABELLED = frozenset(f.name for f in dataclasses.fields(CallLabels))
+
+
+def call_labels(ctx: ToolContext) -> CallLabels:
+    # 200, not the 255-character columns: rate-limit keys hold an agent key and a label in 300 characters.
+    return CallLabels(user_id=label(ctx.user_id, 200), session_key=label(ctx.session_key, 200),
+                      channel=label(ctx.channel, 64), chat_id=label(ctx.chat_id, 200), request_id=label(ctx.request_id, 64))
+
+
+@dataclass(frozen=True)
+class CallContext(ToolContext):
+    """The ToolContext `build_context` makes: real values for the tool, `labels` for whatever is stored or shown."""
+
+    labels: CallLabels = CallLabels()
+
+    def replace(self, **changes: Any) -> "CallContext":
+        new = dataclasses.replace(self, **changes)
+        if "labels" not in changes and _LABELLED.intersection(changes):
+            new = dataclasses.replace(new, labels=call_labels(new))
+        return new
+
+
+def labels_of(ctx: ToolContext) -> CallLabels:
+    """The labels of a context (computed now for a plain ToolContext built outside `build_context`)."""
+    return ctx.labels if isinstance(ctx, CallContext) else call_labels(ctx)
+
+
+# --- per-user workspaces --------------------------------------------------------------------------------
+# Injective by construction, three disjoint ranges: "" -> EMPTY_USER_DIRNAME; a readable id -> itself (always
+# starts with [a-z0-9]); any other id -> "_h-" + the full SHA-256 of its UTF-8. Names starting with "_" are
+# reserved: the readable form never produces them. The readable form is lower-case ASCII only, so no two names
+# differ only by case or Unicode normalisation (safe on case-insensitive and normalising file systems), and it
+# is never something the scrubber recognises as a credential (a directory name is stored on disk).
+EMPTY_USER_DIRNAME = "_anonymous"
+HASHED_DIR_PREFIX = "_h-"
+_READABLE_DIR_RE = re.compile(r"[a-z0-9][a-z0-9._@-]{0,99}")
+# Formats only: a directory name must not depend on which dynamic secrets happen to be registered.
+_format_scrubber = Scrubber()
+_LEGACY_DIR_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,99}$")
+
+
 def user_workspace_dirname(user_id: str) -> str:
-    """A safe directory name for a user id: kept when harmless, else a stable hash."""
-    if _USER_DIR_RE.match(user_id) and ".." not in user_id:
+    """The directory of `user_id` inside an open agent's workspace; no two distinct ids ever share one."""
+    if not user_id:
+        return EMPTY_USER_DIRNAME
+    if (_READABLE_DIR_RE.fullmatch(user_id) and ".." not in user_id and not user_id.endswith(".")
+            and not _format_scrubber.scrub(user_id)[1]):
         return user_id
-    return "u-" + hashlib.sha256(user_id.encode()).hexdigest()[:24]
+    return HASHED_DIR_PREFIX + hashlib.sha256(user_id.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def legacy_workspace_dirname(user_id: str) -> str | None:
+    """The name the old, non-injective mapping gave `user_id` (None if it could not name it at all)."""
+    uid = user_id or "_default"
+    if _LEGACY_DIR_RE.match(uid) and ".." not in uid:
+        return uid
+    try:
+        return "u-" + hashlib.sha256(uid.encode()).hexdigest()[:24]
+    except UnicodeEncodeError:
+        return None
 
 
 def workspace_for(agent: Agent, user_id: str) -> Path:
     base = agent.workspace_path
-    if agent.agent_type == AgentType.OPEN:
-        return base / user_workspace_dirname(user_id or "_default")
-    return base
+    if agent.agent_type != AgentType.OPEN:
+        return base
+    path = base / user_workspace_dirname(user_id)
+    if not os.path.lexists(path):
+        _adopt_legacy_workspace(base, user_id, path)
+    return path
+
+
+def _adopt_legacy_workspace(base: Path, user_id: str, path: Path) -> None:
+    """Rename the directory the old mapping gave `user_id` to its new name, when it is unambiguously this user's.
+    "" and "_default" shared one old directory: it goes to "" (the common case). A mixed-case old name that the
+    file system resolves to the same directory as its lower-case form is left alone (it was shared)."""
+    if user_id == "_default":
+        return
+    legacy = legacy_workspace_dirname(user_id)
+    if legacy is None or legacy == path.name:
+        return
+    old = base / legacy
+    try:
+        if not stat.S_ISDIR(os.lstat(old).st_mode):
+            return
+        if legacy != legacy.lower() and os.path.lexists(base / legacy.lower()) and os.path.samefile(old, base / legacy.lower()):
+            logger.warning("workspace of a user in %s not migrated: its old directory is shared on a case-insensitive "
+                           "file system", base)
+            return
+        os.rename(old, path)
+    except (OSError, ValueError):  # gone already (another process moved it), or the new one appeared meanwhile
+        return
+    logger.info("moved a user workspace in %s to its injective name %s", base, path.name)
 
 
 def agent_settings(agent: Agent) -> dict[str, Any]:
@@ -118,6 +259,8 @@ def agent_settings(agent: Agent) -> dict[str, Any]:
         **config,
         "denied_paths": list(dict.fromkeys([*settings.TOOL_DENIED_PATHS, *config.get("denied_paths", [])])),
         "rate_limit_per_hour": config.get("rate_limit_per_hour", settings.TOOL_RATE_LIMIT_PER_HOUR),
+        "rate_limit_user_per_hour": config.get("rate_limit_user_per_hour", settings.TOOL_RATE_LIMIT_USER_PER_HOUR),
+        "rate_limit_agent_per_hour": config.get("rate_limit_agent_per_hour", settings.TOOL_RATE_LIMIT_AGENT_PER_HOUR),
     }
 
 
@@ -127,15 +270,19 @@ def policy_input(call: ToolCall) -> PolicyInput:
                        request_allow=tuple(call.request_allow) if call.request_allow is not None else None)
 
 
-def build_context(call: ToolCall, reg: ToolRegistry = registry) -> ToolContext:
-    return ToolContext(
+def build_context(call: ToolCall, reg: ToolRegistry = registry) -> CallContext:
+    """The per-call context, with the caller's strings scrubbed once into `labels` for everything downstream."""
+    ctx = CallContext(
         agent_key=call.agent.key, agent_id=call.agent.pk, user_id=call.user_id, channel=call.channel,
         chat_id=call.chat_id, peer_kind=call.peer_kind, session_key=call.session_key,
-        sandbox_key=call.session_key or call.agent.key, workspace=workspace_for(call.agent, call.user_id),
+        workspace=workspace_for(call.agent, call.user_id),
         subagent_depth=call.subagent_depth, request_id=call.request_id or uuid.uuid4().hex,
         provider=call.provider or call.agent.provider, settings=agent_settings(call.agent),
         catalog=catalog_for(call, reg),
     )
+    labels = call_labels(ctx)
+    # sandbox_key names things outside the database (sandboxes): a label, never the raw session key.
+    return dataclasses.replace(ctx, labels=labels, sandbox_key=labels.session_key or call.agent.key)
 
 
 # --- steps --------------------------------------------------------------------------------------------
@@ -153,7 +300,8 @@ def resolve_tool(name: str, ctx: ToolContext, reg: ToolRegistry = registry) -> T
 
 
 def validate_arguments(tool: Tool, args: Any) -> list[str]:
-    """JSON Schema problems with `args`, phrased so a model can fix its call."""
+    """JSON Schema problems with `args`, phrased so a model can fix its call. A problem quotes the offending
+    value only in a scrubbed, shortened form (none at all under a sensitive key such as `password`)."""
     if not isinstance(args, dict):
         return ["arguments must be a JSON object"]
     key = id(tool.parameters)
@@ -161,17 +309,60 @@ def validate_arguments(tool: Tool, args: Any) -> list[str]:
     if validator is None:
         with _validators_lock:
             validator = _validators.setdefault(key, jsonschema.Draft202012Validator(tool.parameters))
-    problems = []
-    for err in sorted(validator.iter_errors(args), key=lambda e: list(e.absolute_path))[:20]:
-        where = "/".join(str(p) for p in err.absolute_path)
-        problems.append(f"{where}: {err.message}" if where else err.message)
-    return problems
+    return [_problem(err) for err in sorted(validator.iter_errors(args), key=lambda e: list(e.absolute_path))[:20]]
+
+
+def _problem(err: jsonschema.ValidationError) -> str:
+    # jsonschema's messages start with repr(instance), whatever its size ("'<1 MB>' is too long"): swap it for a
+    # short form; keys it quotes (additionalProperties) are caller text too, hence the scrub of the whole line.
+    where = "/".join(echo(str(p), 40) for p in err.absolute_path)
+    message, raw = err.message, repr(err.instance)
+    if raw in message:
+        message = message.replace(raw, _shown_value(err), 1)
+    return echo(f"{where}: {message}" if where else message, 300)
+
+
+def _shown_value(err: jsonschema.ValidationError) -> str:
+    value = err.instance
+    if isinstance(value, dict):
+        return f"an object with {len(value)} keys"
+    if isinstance(value, list):
+        return f"an array of {len(value)} items"
+    name = err.absolute_path[-1] if err.absolute_path else None
+    if isinstance(name, str) and default_scrubber.scrub_data({name: value})[1]:
+        return "the value (not shown)"  # a sensitive key (password, token...) or a recognised credential
+    if isinstance(value, str) and len(value) > 40:
+        return f"{echo(value, 40)!r} ({len(value)} characters)"
+    return echo(value if not isinstance(value, str) else repr(value), 60)
 
 
 def rate_limit_key(ctx: ToolContext) -> str:
+    """The per-session bucket; calls without a session key share one bucket per user id."""
+    labels = labels_of(ctx)
     if ctx.session_key:
-        return f"s:{ctx.agent_key}:{ctx.session_key}"
-    return f"u:{ctx.agent_key}:{ctx.user_id}"
+        return f"s:{ctx.agent_key}:{labels.session_key}"
+    return f"n:{ctx.agent_key}:{labels.user_id}"
+
+
+def rate_limit_buckets(ctx: ToolContext) -> list[tuple[str, str, int]]:
+    """(scope, bucket key, calls per hour) for every ceiling on this call. The session key and user id are the
+    caller's choice, so fresh ones per call only escape the buckets they name: the agent's bucket catches those."""
+    labels, config = labels_of(ctx), ctx.settings
+    return [
+        ("session", rate_limit_key(ctx), int(config["rate_limit_per_hour"])),
+        ("user", f"u:{ctx.agent_key}:{labels.user_id}", int(config["rate_limit_user_per_hour"])),
+        ("agent", f"a:{ctx.agent_key}", int(config["rate_limit_agent_per_hour"])),
+    ]
+
+
+def rate_limit_refusal(ctx: ToolContext) -> str | None:
+    """Take a token from every applicable bucket (one round trip), or from none; the refusal names each ceiling hit."""
+    buckets = rate_limit_buckets(ctx)
+    empty = rate_limit_take([(key, limit) for _, key, limit in buckets])
+    if not empty:
+        return None
+    hit = "; ".join(f"{buckets[i][2]} tool calls per hour for this {buckets[i][0]}" for i in empty)
+    return f"rate limit exceeded: {hit}"
 
 
 def run_tool(tool: Tool, ctx: ToolContext, args: dict[str, Any]) -> tuple[ToolResult, str]:
@@ -220,12 +411,13 @@ def output_budget(ctx: ToolContext, tool_name: str) -> int:
 
 
 def apply_output_budget(ctx: ToolContext, tool_name: str, text: str) -> tuple[str, str | None]:
-    """Cut text above the budget to head + tail, storing the full text for `tool_output_get`."""
+    """Cut text above the budget to head + tail, storing the full (already scrubbed) text for `tool_output_get`,
+    under the user's label (what `tool_output_get` looks it up by)."""
     budget = output_budget(ctx, tool_name)
     if len(text) <= budget:
         return text, None
-    stored = StoredToolOutput.objects.create(agent_key=ctx.agent_key, user_id=pg_text(ctx.user_id), tool_name=pg_text(tool_name),
-                                             content=pg_text(text))
+    stored = StoredToolOutput.objects.create(agent_key=ctx.agent_key, user_id=labels_of(ctx).user_id,
+                                             tool_name=label(tool_name, 128), content=pg_text(text))
     head = int(budget * 0.7)
     tail = budget - head
     cut = len(text) - head - tail
@@ -240,24 +432,54 @@ _insert_invocation = FastInsert(ToolInvocation)
 
 
 def record(ctx: ToolContext, call: ToolCall, tool_name: str, args: Any, outcome: Outcome, error: str = "") -> None:
-    """Write the audit row (arguments scrubbed) and publish `tool.executed` after commit."""
-    from tools_app.security.scrub import default_scrubber
-
-    safe_args, _ = default_scrubber.scrub_data(args if isinstance(args, dict) else {"_raw": repr(args)[:2000]})
+    """Write the audit row and publish `tool.executed` after commit. Every outcome leaves the pipeline through
+    here, so this is where stored and echoed text is made safe: identity strings are the call's labels, the tool
+    name, arguments, error and observations are scrubbed, and a refusal's text (which may quote caller values,
+    whoever wrote it) is scrubbed and shortened before the caller sees it."""
+    labels = labels_of(ctx)
+    if outcome.status not in _TOOL_RAN:
+        outcome.for_llm = echo(outcome.for_llm, REFUSAL_MAX_CHARS)
+    tool_label = label(tool_name, 128)
+    safe_args = scrub_arguments(args if isinstance(args, dict) else {"_raw": repr(args)[:2000]})
+    observations = [echo(o, 1000) for o in outcome.observations]
     invocation = _insert_invocation(
-        agent_key=ctx.agent_key, user_id=pg_text(ctx.user_id[:255]), session_key=pg_text(ctx.session_key[:255]),
-        channel=pg_text(ctx.channel[:64]), tool_name=pg_text(tool_name[:128]), arguments=pg_json(safe_args),
-        status=outcome.status, observed=bool(outcome.observations), observe_reasons=pg_json(outcome.observations),
-        duration_ms=outcome.duration_ms, result_size=len(outcome.for_llm), error=pg_text(error[:2000]),
-        output_id=outcome.output_id, request_id=pg_text(ctx.request_id[:64]),
+        agent_key=ctx.agent_key, user_id=labels.user_id, session_key=labels.session_key, channel=labels.channel,
+        tool_name=tool_label, arguments=pg_json(safe_args), status=outcome.status, observed=bool(observations),
+        observe_reasons=pg_json(observations), duration_ms=outcome.duration_ms, result_size=len(outcome.for_llm),
+        error=echo(error, 2000) if error else "", output_id=outcome.output_id, request_id=labels.request_id,
     )
     outcome.invocation_id = str(invocation.pk)
     events.publish(
         "tool.executed",
-        {"invocation_id": outcome.invocation_id, "agent": ctx.agent_key, "tool": tool_name, "status": outcome.status,
-         "duration_ms": round(outcome.duration_ms, 3), "session_key": ctx.session_key, "observed": bool(outcome.observations)},
+        {"invocation_id": outcome.invocation_id, "agent": ctx.agent_key, "tool": tool_label, "status": outcome.status,
+         "duration_ms": round(outcome.duration_ms, 3), "session_key": labels.session_key, "observed": bool(observations)},
         [events.agent_group(ctx.agent_key), "invocations"],
     )
+
+
+def scrub_arguments(args: Any) -> Any:
+    """`scrub_data` (values, sensitive keys), and the keys themselves: a caller can put a credential in a key."""
+    return _scrub_keys(default_scrubber.scrub_data(args)[0])
+
+
+def _scrub_keys(obj: Any, depth: int = 0) -> Any:
+    if depth > 100:
+        return obj
+    if isinstance(obj, list):
+        return [_scrub_keys(v, depth + 1) for v in obj]
+    if not isinstance(obj, dict):
+        return obj
+    out: dict = {}
+    for key, value in obj.items():
+        safe = default_scrubber.scrub(key)[0] if isinstance(key, str) else key
+        while safe in out:  # two keys that scrub alike both stay
+            safe = f"{safe}#"
+        out[safe] = _scrub_keys(value, depth + 1)
+    return out
+
+
+# Outcomes whose text the tool produced (already scrubbed by `scrub_result`); any other text the platform wrote.
+_TOOL_RAN = frozenset({S.OK, S.ERROR, S.TIMEOUT})
 
 
 # --- the pipeline ---------------------------------------------------------------------------------------
@@ -278,7 +500,7 @@ def _refusal(status: str, message: str, observations: list[str] | None = None) -
 def _execute_steps(call: ToolCall, ctx: ToolContext, reg: ToolRegistry) -> tuple[Outcome, str, Any, str]:
     tool = resolve_tool(call.tool, ctx, reg)
     if tool is None:
-        msg = f"tool {call.tool} is not available to this agent"
+        msg = f"tool {echo(call.tool, 64)} is not available to this agent"
         return _refusal(S.DENIED, msg), call.tool, call.arguments, msg
     args = call.arguments
     problems = validate_arguments(tool, args)
@@ -288,7 +510,8 @@ def _execute_steps(call: ToolCall, ctx: ToolContext, reg: ToolRegistry) -> tuple
 
     pre = hooks.run_pre(ctx, tool, args)
     if pre.blocked:
-        return _refusal(S.DENIED, pre.blocked, pre.observations), tool.name, args, pre.blocked
+        msg = echo(pre.blocked, 1000)  # hook reasons may quote the command
+        return _refusal(S.DENIED, msg, pre.observations), tool.name, args, msg
     if pre.args is not args:  # a hook rewrote the arguments: they must still be valid
         args = pre.args
         problems = validate_arguments(tool, args)
@@ -296,13 +519,14 @@ def _execute_steps(call: ToolCall, ctx: ToolContext, reg: ToolRegistry) -> tuple
             msg = f"arguments rewritten by a hook are invalid: {'; '.join(problems)}"
             return _refusal(S.INVALID, msg, pre.observations), tool.name, args, msg
 
-    if not rate_limit_allow(rate_limit_key(ctx), int(ctx.settings["rate_limit_per_hour"])):
-        msg = f"rate limit exceeded: {ctx.settings['rate_limit_per_hour']} tool calls per hour for this session"
-        return _refusal(S.RATE_LIMITED, msg, pre.observations), tool.name, args, msg
+    limited = rate_limit_refusal(ctx)
+    if limited:
+        return _refusal(S.RATE_LIMITED, limited, pre.observations), tool.name, args, limited
 
     verdict = approval_gate(ctx, tool, args, call)
     if verdict.decision == "deny":
-        return _refusal(S.DENIED, verdict.reason, pre.observations), tool.name, args, verdict.reason
+        msg = echo(verdict.reason, 1000)
+        return _refusal(S.DENIED, msg, pre.observations), tool.name, args, msg
     if verdict.decision == "pending":
         outcome = Outcome(status=S.PENDING_APPROVAL, for_llm=verdict.reason, observations=pre.observations, extra=verdict.extra)
         return outcome, tool.name, args, ""

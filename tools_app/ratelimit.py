@@ -1,12 +1,17 @@
-"""Per-session token buckets shared by every process: one SQL upsert (PostgreSQL) or one Lua call (Redis).
+"""Token buckets shared by every process: one SQL statement (PostgreSQL) or one Lua call (Redis) per call,
+however many buckets the call is counted in (its session, its user, its agent).
 
 A bucket holds `limit` tokens and refills at limit/3600 per second, so bursts up to the hourly limit are
-allowed and the long-run rate is `limit` calls an hour. Idle keys are deleted by a scheduled task
-(PostgreSQL) or expire by TTL (Redis); an idle bucket is full anyway, so forgetting it changes nothing.
+allowed and the long-run rate is `limit` calls an hour. A call takes one token from every bucket or from none:
+a refused call costs nothing, so a flood on one fresh session key cannot drain its user's or agent's budget
+any faster than the calls that were allowed. Idle keys are deleted by a scheduled task (PostgreSQL) or expire
+by TTL (Redis); an idle bucket is full anyway, so forgetting it changes nothing.
 """
 from __future__ import annotations
 
 import threading
+import time
+from typing import Sequence
 
 from django.conf import settings
 from django.db import connection
@@ -15,29 +20,50 @@ from goclaw.db import pg_text
 
 WINDOW_SECONDS = 3600.0
 
+# `locked` locks the existing rows in key order (no deadlock between calls sharing buckets) and, under READ
+# COMMITTED, returns their latest committed state; `level` refills each bucket (a missing row is a full one);
+# the upsert takes one token from every bucket only when none is empty, computing from the row it updates, so
+# two calls racing to create the same bucket both pay. The statement returns the empty buckets' positions.
 _PG_SQL = """
-INSERT INTO tools_app_ratelimitbucket AS b (key, tokens, updated_at, last_allowed)
-VALUES (%(key)s, %(cap)s - 1, now(), true)
-ON CONFLICT (key) DO UPDATE SET
-    tokens = CASE WHEN LEAST(%(cap)s, b.tokens + GREATEST(0, EXTRACT(EPOCH FROM (now() - b.updated_at))) * %(rate)s) >= 1
-                  THEN LEAST(%(cap)s, b.tokens + GREATEST(0, EXTRACT(EPOCH FROM (now() - b.updated_at))) * %(rate)s) - 1
-                  ELSE LEAST(%(cap)s, b.tokens + GREATEST(0, EXTRACT(EPOCH FROM (now() - b.updated_at))) * %(rate)s) END,
-    last_allowed = LEAST(%(cap)s, b.tokens + GREATEST(0, EXTRACT(EPOCH FROM (now() - b.updated_at))) * %(rate)s) >= 1,
-    updated_at = now()
-RETURNING last_allowed
+WITH locked AS MATERIALIZED (
+    SELECT b.key, b.tokens, b.updated_at FROM tools_app_ratelimitbucket b
+    WHERE b.key = ANY(%(keys)s::text[]) ORDER BY b.key FOR UPDATE
+), level AS (
+    SELECT w.key, w.cap, w.pos,
+           LEAST(w.cap, COALESCE((SELECT c.tokens + GREATEST(0, EXTRACT(EPOCH FROM (now() - c.updated_at))) * w.cap / %(window)s
+                                  FROM locked c WHERE c.key = w.key), w.cap)) AS tokens
+    FROM unnest(%(keys)s::text[], %(caps)s::float8[]) WITH ORDINALITY AS w(key, cap, pos)
+), take AS (
+    INSERT INTO tools_app_ratelimitbucket AS b (key, tokens, updated_at, last_allowed)
+    SELECT l.key, l.cap - 1, now(), true FROM level l WHERE NOT EXISTS (SELECT 1 FROM level e WHERE e.tokens < 1)
+    ORDER BY l.key
+    ON CONFLICT (key) DO UPDATE SET
+        tokens = LEAST(EXCLUDED.tokens + 1, b.tokens + GREATEST(0, EXTRACT(EPOCH FROM (now() - b.updated_at)))
+                                                   * (EXCLUDED.tokens + 1) / %(window)s) - 1,
+        updated_at = now(), last_allowed = true
+)
+SELECT pos - 1 FROM level WHERE tokens < 1 ORDER BY pos
 """
 
 _REDIS_LUA = """
-local cap = tonumber(ARGV[1]); local rate = tonumber(ARGV[2]); local now = tonumber(ARGV[3])
-local state = redis.call('HMGET', KEYS[1], 't', 'u')
-local tokens = tonumber(state[1]); local updated = tonumber(state[2])
-if tokens == nil then tokens = cap; updated = now end
-tokens = math.min(cap, tokens + math.max(0, now - updated) * rate)
-local allowed = 0
-if tokens >= 1 then tokens = tokens - 1; allowed = 1 end
-redis.call('HSET', KEYS[1], 't', tostring(tokens), 'u', tostring(now))
-redis.call('EXPIRE', KEYS[1], math.ceil(cap / rate) + 60)
-return allowed
+local now = tonumber(ARGV[1]); local window = tonumber(ARGV[2])
+local levels = {}; local empty = {}
+for i, key in ipairs(KEYS) do
+  local cap = tonumber(ARGV[i + 2])
+  local state = redis.call('HMGET', key, 't', 'u')
+  local tokens = tonumber(state[1]); local updated = tonumber(state[2])
+  if tokens == nil or updated == nil then tokens = cap; updated = now end
+  tokens = math.min(cap, tokens + math.max(0, now - updated) * cap / window)
+  levels[i] = tokens
+  if tokens < 1 then empty[#empty + 1] = i - 1 end
+end
+if #empty == 0 then
+  for i, key in ipairs(KEYS) do
+    redis.call('HSET', key, 't', tostring(levels[i] - 1), 'u', tostring(now))
+    redis.call('EXPIRE', key, math.ceil(window) + 60)
+  end
+end
+return empty
 """
 
 
@@ -57,18 +83,29 @@ _redis_script = None
 _redis_lock = threading.Lock()
 
 
+def rate_limit_take(buckets: Sequence[tuple[str, int]]) -> list[int]:
+    """Take one token from each (key, limit per hour) bucket, or none if any is empty. Returns the positions of
+    the empty buckets (an empty list: the call is allowed). A limit of 0 or less disables that bucket."""
+    active = [(i, key, limit) for i, (key, limit) in enumerate(buckets) if limit > 0]
+    if not active:
+        return []
+    if len({key for _, key, _ in active}) != len(active):
+        raise ValueError("rate_limit_take: bucket keys must be distinct")
+    if settings.REDIS_URL:
+        # Several keys in one script: they must live on one node (a single Redis, not Redis Cluster).
+        empty = _redis_client()(keys=[f"goclaw:rl:{key}" for _, key, _ in active],
+                                args=[time.time(), WINDOW_SECONDS, *(limit for _, _, limit in active)])
+    else:
+        with connection.cursor() as cur:
+            cur.execute(_PG_SQL, {"keys": [pg_text(key[:300]) for _, key, _ in active],
+                                  "caps": [float(limit) for _, _, limit in active], "window": WINDOW_SECONDS})
+            empty = [row[0] for row in cur.fetchall()]
+    return [active[int(pos)][0] for pos in empty]
+
+
 def rate_limit_allow(key: str, limit_per_hour: int) -> bool:
     """Take one token from `key`'s bucket; False when it is empty. A limit of 0 disables limiting."""
-    if limit_per_hour <= 0:
-        return True
-    rate = limit_per_hour / WINDOW_SECONDS
-    if settings.REDIS_URL:
-        import time
-
-        return bool(_redis_client()(keys=[f"goclaw:rl:{key}"], args=[limit_per_hour, rate, time.time()]))
-    with connection.cursor() as cur:
-        cur.execute(_PG_SQL, {"key": pg_text(key[:300]), "cap": float(limit_per_hour), "rate": rate})
-        return bool(cur.fetchone()[0])
+    return not rate_limit_take([(key, limit_per_hour)])
 
 
 def rate_limit_cleanup(idle_seconds: float = WINDOW_SECONDS) -> int:

@@ -1,8 +1,10 @@
 """Sandbox backends. A backend has a `name` and
-`run(*, argv, cwd, env, limits, stdin) -> ExecResult` (types from `sandbox_app.services`).
+`run(*, argv, workspace, cwd, env, limits, spec, stdin) -> ExecResult` (types from `sandbox_app.services`):
+`workspace` and `cwd` are real, absolute host paths (cwd inside workspace), `env` is final (HOME set).
 
-Only "host" ships today; bubblewrap/docker backends will call `register_backend`. Lookups of an unknown
-or unavailable backend raise `SandboxError` — callers never silently get a different backend.
+Registered: "bubblewrap", "docker" (lazily imported from `sandbox_app.backends.docker`), "host".
+"auto" resolves to bubblewrap when it is usable, else docker when it is, else `SandboxError` — never host.
+Lookups of an unknown or unavailable backend raise `SandboxError`: callers never silently get another one.
 """
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ from sandbox_app.services import SandboxError
 class Backend(Protocol):
     name: str
 
-    def run(self, *, argv: list[str], cwd: Any, env: dict[str, str], limits: Any, stdin: bytes | None) -> Any: ...
+    def run(self, *, argv: list[str], workspace: Any, cwd: Any, env: dict[str, str], limits: Any, spec: Any,
+            stdin: bytes | None) -> Any: ...
 
 
 _lock = threading.Lock()
@@ -55,10 +58,49 @@ def get_backend(name: str) -> Backend:
         return instance
 
 
+AUTO_ORDER = ("bubblewrap", "docker")
+
+
+def resolve_backend(name: str) -> Backend:
+    """`get_backend`, plus "auto": the first available of AUTO_ORDER, else SandboxError (fail closed)."""
+    if name != "auto":
+        return get_backend(name)
+    reasons = []
+    for candidate in AUTO_ORDER:
+        try:
+            return get_backend(candidate)
+        except SandboxError as exc:
+            reasons.append(f"{candidate}: {exc}")
+    raise SandboxError("no sandbox backend is available (" + "; ".join(reasons) + ")")
+
+
+def backend_status(name: str) -> str:
+    """"available" or the reason it is not (for capabilities / health checks)."""
+    try:
+        get_backend(name)
+    except SandboxError as exc:
+        return str(exc)
+    return "available"
+
+
+def _bubblewrap_factory() -> Backend:
+    from sandbox_app.backends.bubblewrap import BubblewrapBackend
+
+    return BubblewrapBackend()
+
+
+def _docker_factory() -> Backend:
+    from sandbox_app.backends.docker import DockerBackend
+
+    return DockerBackend()
+
+
 def _host_factory() -> Backend:
     from sandbox_app.backends.host import HostBackend
 
     return HostBackend()
 
 
+register_backend("bubblewrap", _bubblewrap_factory)
+register_backend("docker", _docker_factory)
 register_backend("host", _host_factory)

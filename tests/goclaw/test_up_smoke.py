@@ -51,6 +51,36 @@ def _events_cross_processes(env: dict, up: Up) -> None:
     asyncio.run(scenario())
 
 
+def _database_is_locked_down(env: dict, up: Up, data_dir: Path) -> None:
+    """`up`'s children and `manage.py` connect as the non-superuser app role; the socket wants a password."""
+    import psutil
+    import psycopg
+
+    from goclaw.embedded_db import APP_ROLE, SUPERUSER
+    from goclaw.embedded_db import db_settings_from_uri as settings_from
+
+    urls = set()
+    for child in psutil.Process(up.proc.pid).children(recursive=True):
+        try:
+            urls.add(child.environ()["DATABASE_URL"])
+        except (psutil.Error, KeyError):  # a short-lived worker process may be gone already
+            pass
+    assert len(urls) == 1  # gunicorn, daphne and the worker all got the same one
+    child_db = settings_from(urls.pop())
+    assert child_db["USER"] == APP_ROLE and child_db["PASSWORD"] == (data_dir / "postgres-app-password.txt").read_text().strip()
+    who = _manage(env, "shell", "-c", "from django.db import connection; c = connection.cursor(); "
+                  "c.execute('select current_user, rolsuper from pg_roles where rolname = current_user'); print(c.fetchone())")
+    assert who.strip().splitlines()[-1] == f"('{APP_ROLE}', False)"
+
+    socket_dir = str(data_dir / "postgres")
+    for user, password in ((SUPERUSER, None), (APP_ROLE, None), (SUPERUSER, "wrong"), (APP_ROLE, "wrong")):
+        with pytest.raises(psycopg.OperationalError, match="no password supplied|password authentication failed"):
+            psycopg.connect(host=socket_dir, user=user, dbname="goclaw", password=password, passfile="/dev/null", connect_timeout=5)
+    for name in ("postgres-superuser-password.txt", "postgres-app-password.txt", "secret-key.txt", "encryption-key.txt"):
+        assert oct((data_dir / name).stat().st_mode & 0o777) == "0o600", name
+    assert (data_dir.stat().st_mode & 0o077) in (0, 0o010)
+
+
 def test_up_serves_everything_and_events_cross_processes(tmp_path):
     data_dir = tmp_path / "var"
     env = _env(data_dir)
@@ -73,6 +103,7 @@ def test_up_serves_everything_and_events_cross_processes(tmp_path):
             assert login.status_code == 302 and login.headers["location"] == "/admin/"
 
         _events_cross_processes(env, up)
+        _database_is_locked_down(env, up, data_dir)
     finally:
         assert up.stop() == 0
     assert "goclaw stopped." in (tmp_path / "up.log").read_text()
@@ -109,10 +140,10 @@ def test_up_uses_an_external_database_url_and_starts_no_embedded_server(tmp_path
     """DATABASE_URL pointing at another PostgreSQL (here: the test suite's own server, which has pgvector)."""
     import psycopg
 
-    with psycopg.connect(embedded_pg.get_uri(), autocommit=True) as conn:
+    with psycopg.connect(embedded_pg.uri("postgres", superuser=True), autocommit=True) as conn:
         conn.execute("DROP DATABASE IF EXISTS goclaw_external")
         conn.execute("CREATE DATABASE goclaw_external")
-    url = embedded_pg.get_uri(database="goclaw_external")
+    url = embedded_pg.uri("goclaw_external", superuser=True)
     env = {**_env(tmp_path / "var"), "DATABASE_URL": url}
     up = Up(env, _free_port(), _free_port(), tmp_path / "up.log")
     try:
@@ -121,6 +152,7 @@ def test_up_uses_an_external_database_url_and_starts_no_embedded_server(tmp_path
         assert tables.strip().splitlines()[-1] == "goclaw_external"
     finally:
         assert up.stop() == 0
+    assert "DATABASE_URL connects as a PostgreSQL superuser" in (tmp_path / "up.log").read_text()
     assert not (tmp_path / "var" / "postgres").exists()
 
 

@@ -1,4 +1,5 @@
-"""sandbox_exec on the host backend, with real subprocesses (no Django DB, no Django settings)."""
+"""sandbox_exec on the host backend (backend="host", a profile with the sandbox switched off), with real
+subprocesses (no Django DB, no Django settings)."""
 from __future__ import annotations
 
 import os
@@ -48,7 +49,7 @@ def wait_gone(pid: int, seconds: float = 3.0) -> bool:
 # --- exit codes and streams -----------------------------------------------------------------------
 
 def test_exit_code_zero_and_stdout(tmp_path):
-    r = sandbox_exec(command="echo hello", cwd=tmp_path)
+    r = sandbox_exec(backend="host", command="echo hello", cwd=tmp_path)
     assert r.exit_code == 0
     assert r.stdout == "hello\n"
     assert r.stderr == ""
@@ -58,26 +59,26 @@ def test_exit_code_zero_and_stdout(tmp_path):
 
 
 def test_exit_code_nonzero_and_stderr(tmp_path):
-    r = sandbox_exec(command="echo out; echo err >&2; exit 3", cwd=tmp_path)
+    r = sandbox_exec(backend="host", command="echo out; echo err >&2; exit 3", cwd=tmp_path)
     assert r.exit_code == 3
     assert r.stdout == "out\n"
     assert r.stderr == "err\n"
 
 
 def test_signal_reported_as_negative(tmp_path):
-    r = sandbox_exec(command="kill -9 $$", cwd=tmp_path)
+    r = sandbox_exec(backend="host", command="kill -9 $$", cwd=tmp_path)
     assert r.exit_code == -9
     assert not r.timed_out
 
 
 def test_invalid_utf8_is_replaced(tmp_path):
-    r = sandbox_exec(command=r"printf 'a\377b'", cwd=tmp_path)
+    r = sandbox_exec(backend="host", command=r"printf 'a\377b'", cwd=tmp_path)
     assert r.stdout == "a\ufffdb"
 
 
 def test_stdout_capped_without_blocking_child(tmp_path):
     start = time.monotonic()
-    r = sandbox_exec(command="yes | head -c 5000000; echo done >&2", cwd=tmp_path,
+    r = sandbox_exec(backend="host", command="yes | head -c 5000000; echo done >&2", cwd=tmp_path,
                      limits=ExecLimits(timeout_seconds=30))
     assert r.exit_code == 0, r.stderr
     assert not r.timed_out
@@ -88,7 +89,7 @@ def test_stdout_capped_without_blocking_child(tmp_path):
 
 
 def test_stderr_capped_independently(tmp_path):
-    r = sandbox_exec(command="head -c 300000 /dev/zero | tr '\\0' x >&2; echo ok",
+    r = sandbox_exec(backend="host", command="head -c 300000 /dev/zero | tr '\\0' x >&2; echo ok",
                      cwd=tmp_path, limits=ExecLimits(max_output_bytes=100_000))
     assert r.exit_code == 0
     assert r.stdout == "ok\n" and not r.stdout_truncated
@@ -97,12 +98,12 @@ def test_stderr_capped_independently(tmp_path):
 
 def test_stdin_bytes(tmp_path):
     payload = b"x" * 300_000  # more than a pipe buffer
-    r = sandbox_exec(argv=["wc", "-c"], cwd=tmp_path, stdin=payload)
+    r = sandbox_exec(backend="host", argv=["wc", "-c"], cwd=tmp_path, stdin=payload)
     assert r.exit_code == 0 and r.stdout.strip() == "300000"
 
 
 def test_stdin_defaults_to_devnull(tmp_path):
-    r = sandbox_exec(command="cat; echo end", cwd=tmp_path, limits=ExecLimits(timeout_seconds=5))
+    r = sandbox_exec(backend="host", command="cat; echo end", cwd=tmp_path, limits=ExecLimits(timeout_seconds=5))
     assert r.stdout == "end\n" and not r.timed_out
 
 
@@ -111,7 +112,7 @@ def test_stdin_defaults_to_devnull(tmp_path):
 def test_timeout_kills_whole_process_group(tmp_path):
     pidfile = tmp_path / "pidfile"
     start = time.monotonic()
-    r = sandbox_exec(command="sleep 300 & echo $! > pidfile; sleep 300", cwd=tmp_path,
+    r = sandbox_exec(backend="host", command="sleep 300 & echo $! > pidfile; sleep 300", cwd=tmp_path,
                      limits=ExecLimits(timeout_seconds=1, grace_seconds=1))
     elapsed = time.monotonic() - start
     assert r.timed_out
@@ -123,7 +124,7 @@ def test_timeout_kills_whole_process_group(tmp_path):
 
 def test_timeout_sigkill_after_grace_when_sigterm_ignored(tmp_path):
     start = time.monotonic()
-    r = sandbox_exec(command="trap '' TERM; echo ready; while :; do sleep 0.1; done", cwd=tmp_path,
+    r = sandbox_exec(backend="host", command="trap '' TERM; echo ready; while :; do sleep 0.1; done", cwd=tmp_path,
                      limits=ExecLimits(timeout_seconds=1, grace_seconds=0.5))
     assert r.timed_out and r.exit_code is None
     assert r.stdout == "ready\n"  # output produced before the timeout is kept
@@ -133,7 +134,7 @@ def test_timeout_sigkill_after_grace_when_sigterm_ignored(tmp_path):
 def test_background_grandchild_holding_pipes_does_not_hang(tmp_path):
     pidfile = tmp_path / "pidfile"
     start = time.monotonic()
-    r = sandbox_exec(command="sleep 100 & echo $! > pidfile; echo main done", cwd=tmp_path,
+    r = sandbox_exec(backend="host", command="sleep 100 & echo $! > pidfile; echo main done", cwd=tmp_path,
                      limits=ExecLimits(timeout_seconds=60))
     elapsed = time.monotonic() - start
     assert elapsed < 10, elapsed
@@ -145,7 +146,7 @@ def test_background_grandchild_holding_pipes_does_not_hang(tmp_path):
 
 def test_detached_background_process_is_killed_after_main_exits(tmp_path):
     pidfile = tmp_path / "pidfile"
-    r = sandbox_exec(command="sleep 100 >/dev/null 2>&1 </dev/null & echo $! > pidfile", cwd=tmp_path)
+    r = sandbox_exec(backend="host", command="sleep 100 >/dev/null 2>&1 </dev/null & echo $! > pidfile", cwd=tmp_path)
     assert r.exit_code == 0
     assert wait_gone(int(pidfile.read_text()))
 
@@ -163,7 +164,7 @@ def test_env_is_minimal_and_secrets_hidden(tmp_path, monkeypatch):
     monkeypatch.setenv("GOCLAW_TEST_SECRET_TOKEN", "s3cr3t-goclaw")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-leak")
     monkeypatch.setenv("SOME_HARMLESS_VAR", "harmless")
-    r = sandbox_exec(command="env; ls / >/dev/null && echo PATH_WORKS", cwd=tmp_path,
+    r = sandbox_exec(backend="host", command="env; ls / >/dev/null && echo PATH_WORKS", cwd=tmp_path,
                      env=safe_child_env({"HOME": str(tmp_path)}))
     assert r.exit_code == 0
     assert "s3cr3t-goclaw" not in r.stdout and "GOCLAW_TEST_SECRET_TOKEN" not in r.stdout
@@ -176,7 +177,7 @@ def test_env_is_minimal_and_secrets_hidden(tmp_path, monkeypatch):
 
 def test_env_none_means_minimal_env(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-leak")
-    r = sandbox_exec(argv=["env"], cwd=tmp_path)
+    r = sandbox_exec(backend="host", argv=["env"], cwd=tmp_path)
     assert "OPENAI_API_KEY" not in r.stdout and "PATH=" in r.stdout
 
 
@@ -211,30 +212,30 @@ def test_non_secret_names(name):
 # --- argv mode, cwd, errors -----------------------------------------------------------------------
 
 def test_argv_mode_has_no_shell(tmp_path):
-    r = sandbox_exec(argv=["echo", "$HOME", "a;b", "`id`"], cwd=tmp_path)
+    r = sandbox_exec(backend="host", argv=["echo", "$HOME", "a;b", "`id`"], cwd=tmp_path)
     assert r.exit_code == 0
     assert r.stdout == "$HOME a;b `id`\n"
 
 
 def test_cwd_is_used(tmp_path):
-    r = sandbox_exec(argv=["pwd", "-P"], cwd=tmp_path)
+    r = sandbox_exec(backend="host", argv=["pwd", "-P"], cwd=tmp_path)
     assert r.stdout.strip() == os.path.realpath(tmp_path)
 
 
 def test_missing_cwd_raises(tmp_path):
     with pytest.raises(SandboxError, match="does not exist"):
-        sandbox_exec(command="true", cwd=tmp_path / "nope")
+        sandbox_exec(backend="host", command="true", cwd=tmp_path / "nope")
     assert not (tmp_path / "nope").exists()
 
 
 def test_relative_cwd_raises():
     with pytest.raises(SandboxError, match="absolute"):
-        sandbox_exec(command="true", cwd=Path("relative"))
+        sandbox_exec(backend="host", command="true", cwd=Path("relative"))
 
 
 def test_unknown_backend_fails_closed(tmp_path):
-    with pytest.raises(SandboxError, match="sandbox backend docker is not available"):
-        sandbox_exec(command="touch canary", cwd=tmp_path, backend="docker")
+    with pytest.raises(SandboxError, match="sandbox backend no-such-backend is not available"):
+        sandbox_exec(command="touch canary", cwd=tmp_path, backend="no-such-backend")
     assert not (tmp_path / "canary").exists()
 
 
@@ -242,12 +243,12 @@ def test_unknown_backend_fails_closed(tmp_path):
                                     {"command": "   "}, {"command": "echo \x00"}, {"argv": ["echo", "a\x00"]}])
 def test_bad_arguments(tmp_path, kwargs):
     with pytest.raises(SandboxError):
-        sandbox_exec(cwd=tmp_path, **kwargs)
+        sandbox_exec(backend="host", cwd=tmp_path, **kwargs)
 
 
 def test_missing_executable(tmp_path):
     with pytest.raises(SandboxError, match="executable not found"):
-        sandbox_exec(argv=["definitely-not-a-real-binary-xyz"], cwd=tmp_path)
+        sandbox_exec(backend="host", argv=["definitely-not-a-real-binary-xyz"], cwd=tmp_path)
 
 
 def test_sandbox_app_imports_nothing_from_tools_app():

@@ -16,8 +16,8 @@ from django.utils import timezone
 from goclaw.errors import ApplicationError
 from tools_app.models import ApprovalRequest, ApprovalRule, PendingChange, ToolPermission
 from tools_app.selectors import approval_queue
-from tools_app.services.approvals import (approval_decide, approval_rule_revoke, canonical_arguments,
-                                          pending_change_decide)
+from tools_app.services.approvals import (approval_decide, approval_rule_description, approval_rule_preview,
+                                          approval_rule_revoke, canonical_arguments, pending_change_decide)
 
 _PLACEHOLDER_ID = "00000000-0000-0000-0000-000000000000"
 
@@ -65,6 +65,8 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
         return TemplateResponse(request, "admin/tools_app/approval_queue.html", context)
 
     def decide_view(self, request, pk):
+        """allow_once / deny decide at once; allow_always first shows what the rule would cover (confirm page) and
+        decides only when that page is confirmed."""
         queue = redirect("admin:tools_app_approvalrequest_queue")
         if request.method != "POST":
             return queue
@@ -72,14 +74,17 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
             raise PermissionDenied
         post = request.POST
         match = post.get("rule_match") or "exact"
+        decision = post.get("decision", "")
         try:
             hours = int(post["rule_expires_hours"]) if post.get("rule_expires_hours") else None
-            req = approval_decide(
-                approval_id=pk, decision=post.get("decision", ""), actor=request.user, note=post.get("note", ""),
-                rule_match=match, rule_pattern=post.get("rule_pattern") if match != "exact" else None,
-                rule_user_only=bool(post.get("rule_user_only")),
-                rule_expires_at=timezone.now() + timedelta(hours=hours) if hours else None,
-            )
+            rule = {"rule_match": match, "rule_pattern": post.get("rule_pattern") if match != "exact" else None,
+                    "rule_user_only": bool(post.get("rule_user_only")),
+                    "rule_expires_at": timezone.now() + timedelta(hours=hours) if hours else None}
+            if decision == "allow_always" and not post.get("confirm"):
+                preview = approval_rule_preview(approval_id=pk, match=rule["rule_match"], pattern=rule["rule_pattern"],
+                                                user_only=rule["rule_user_only"], expires_at=rule["rule_expires_at"])
+                return self._confirm_rule(request, pk, preview, post)
+            req = approval_decide(approval_id=pk, decision=decision, actor=request.user, note=post.get("note", ""), **rule)
         except ApplicationError as exc:
             messages.error(request, exc.message)
         except ValueError:
@@ -89,14 +94,26 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
         return queue
 
 
+    def _confirm_rule(self, request, pk, preview: dict, post):
+        req = ApprovalRequest.objects.select_related("agent").get(pk=pk)
+        context = {
+            **self.admin_site.each_context(request), "title": "Confirm allow always", "opts": self.model._meta,
+            "req": req, "preview": preview, "decide_url": reverse("admin:tools_app_approvalrequest_decide", args=[pk]),
+            "fields": {name: post.get(name, "") for name in ("rule_match", "rule_pattern", "rule_expires_hours", "note")},
+            "user_only": bool(post.get("rule_user_only")),
+        }
+        return TemplateResponse(request, "admin/tools_app/approval_queue_confirm.html", context)
+
+
 @admin.register(ApprovalRule)
 class ApprovalRuleAdmin(admin.ModelAdmin):
-    list_display = ["agent", "tool_name", "match", "pattern_short", "user_id", "use_count", "last_used_at", "expires_at",
-                    "revoked_at", "created_by", "created_at"]
+    list_display = ["agent", "tool_name", "match", "pattern_short", "covers_short", "user_id", "use_count",
+                    "last_used_at", "expires_at", "revoked_at", "created_by", "created_at"]
     list_filter = ["match", "tool_name", "agent", ("revoked_at", admin.EmptyFieldListFilter)]
     search_fields = ["agent__key", "tool_name", "pattern", "user_id"]
-    list_select_related = ["agent", "created_by"]
-    readonly_fields = [f.name for f in ApprovalRule._meta.fields]
+    list_select_related = ["agent", "created_by", "created_from"]
+    readonly_fields = [f.name for f in ApprovalRule._meta.fields if f.name != "description"] + ["covers"]
+    exclude = ["description"]
     actions = ["revoke"]
 
     def has_add_permission(self, request):
@@ -105,6 +122,15 @@ class ApprovalRuleAdmin(admin.ModelAdmin):
     @admin.display(description="pattern")
     def pattern_short(self, obj):
         return obj.pattern[:120]
+
+    @admin.display(description="covers")
+    def covers(self, obj):
+        return approval_rule_description(obj)
+
+    @admin.display(description="covers")
+    def covers_short(self, obj):
+        text = approval_rule_description(obj)
+        return text if len(text) <= 160 else text[:160] + "…"
 
     @admin.action(description="Revoke selected rules")
     def revoke(self, request, queryset):
@@ -127,8 +153,15 @@ class PendingChangeAdmin(admin.ModelAdmin):
     list_filter = ["status", "tool_name", "agent"]
     search_fields = ["agent__key", "path", "session_key"]
     list_select_related = ["agent", "decided_by"]
-    readonly_fields = [f.name for f in PendingChange._meta.fields]
+    # The exact call is sealed (and erased once decided): the admin shows only the scrubbed copy.
+    exclude = ["sealed_arguments", "arguments"]
+    readonly_fields = [f.name for f in PendingChange._meta.fields if f.name not in ("sealed_arguments", "arguments")] + [
+        "arguments_scrubbed"]
     actions = ["accept", "reject"]
+
+    @admin.display(description="arguments (scrubbed)")
+    def arguments_scrubbed(self, obj):
+        return json.dumps(obj.arguments, indent=2, ensure_ascii=False, sort_keys=True)
 
     def has_add_permission(self, request):
         return False

@@ -1,17 +1,17 @@
 """Agent-facing API: catalog, execute, safety check, scrub, invocations. Thin: parse, call a service, render."""
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.generics import ListAPIView, RetrieveAPIView
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from goclaw.api import IsAgentOrStaff, IsStaff, agent_of, validated
+from goclaw.api import IsAgent, IsStaff, agent_of, error_responses, validated, validated_query
 from goclaw.errors import PermissionDenied, ValidationError
 from tools_app import pipeline, policy
 from tools_app.api import serializers as s
 from tools_app.registry import registry
-from tools_app.selectors import INVOCATION_FILTERS, invocation_list_for
+from tools_app.selectors import invocation_list_for
 from tools_app.services.agents import agent_get_by_key
 from tools_app.services.approvals import tool_execute_waiting
 
@@ -28,64 +28,56 @@ def _acting_agent(request, key: str | None):
     return agent_get_by_key(key)
 
 
-def _allow_param(request) -> list[str] | None:
-    raw = request.query_params.get("allow")
-    return None if raw is None else [part.strip() for part in raw.split(",") if part.strip()]
-
-
 class AgentMeView(APIView):
+    permission_classes = [IsAgent]
+
     @extend_schema(responses=s.AgentSerializer, summary="The agent this token belongs to")
     def get(self, request):
-        agent = agent_of(request)
-        if agent is None:
-            raise PermissionDenied("this endpoint needs an agent token")
-        return Response(s.agent_public(agent))
+        return Response(s.agent_public(agent_of(request)))
 
 
-_POLICY_QUERY_PARAMS = [
-    OpenApiParameter("allow", str, description="comma-separated per-request allow list (names or group:x)"),
-    OpenApiParameter("user_id", str), OpenApiParameter("provider", str, description="default: the agent's provider"),
-    OpenApiParameter("channel", str), OpenApiParameter("chat_id", str), OpenApiParameter("depth", int, description="subagent depth"),
-]
+def _policy_call(query: dict, agent) -> pipeline.ToolCall:
+    """The call context a validated PolicyQuerySerializer describes."""
+    allow = query.get("allow")
+    return pipeline.ToolCall(agent=agent, tool="", arguments={}, user_id=query.get("user_id", ""),
+                             provider=query.get("provider", ""), channel=query.get("channel", ""),
+                             chat_id=query.get("chat_id", ""), subagent_depth=query["depth"],
+                             request_allow=None if allow is None else [p.strip() for p in allow.split(",") if p.strip()])
 
 
-def _policy_call(request, agent) -> pipeline.ToolCall:
-    """The call context a catalog query describes (the same inputs an execute call carries)."""
-    params = request.query_params
-    try:
-        depth = int(params.get("depth") or 0)
-    except ValueError:
-        raise ValidationError("depth must be an integer", code="invalid_request") from None
-    if not 0 <= depth <= 16:
-        raise ValidationError("depth must be between 0 and 16", code="invalid_request")
-    return pipeline.ToolCall(agent=agent, tool="", arguments={}, user_id=params.get("user_id", ""),
-                             provider=params.get("provider", ""), channel=params.get("channel", ""),
-                             chat_id=params.get("chat_id", ""), subagent_depth=depth, request_allow=_allow_param(request))
+_AGENT_ERRORS = {403: "an agent token named another agent", 404: "no agent with that key (agent_not_found)"}
 
 
 class ToolCatalogView(APIView):
-    @extend_schema(responses=s.ToolCatalogSerializer, summary="The tools this agent may call, sorted by name",
-                   parameters=[OpenApiParameter("agent", str, description="staff only: whose catalog"), *_POLICY_QUERY_PARAMS])
+    @extend_schema(parameters=[s.CatalogQuerySerializer], summary="The tools this agent may call, sorted by name",
+                   responses={200: s.ToolCatalogSerializer, **error_responses(
+                       {400: "an invalid query parameter, or a staff request without ?agent= (agent_required)", **_AGENT_ERRORS})})
     def get(self, request):
-        call = _policy_call(request, _acting_agent(request, request.query_params.get("agent")))
-        return Response({"tools": registry.definitions(pipeline.catalog_for(call))})
+        query = validated_query(s.CatalogQuerySerializer, request)
+        return Response({"tools": registry.definitions(pipeline.catalog_for(_policy_call(query, _acting_agent(request, query.get("agent")))))})
 
 
 class ToolExplainView(APIView):
     permission_classes = [IsStaff]
 
-    @extend_schema(responses=s.ExplainSerializer, summary="Why each tool is or is not in an agent's catalog (staff)",
-                   parameters=[OpenApiParameter("agent", str, required=True), *_POLICY_QUERY_PARAMS])
+    @extend_schema(parameters=[s.ExplainQuerySerializer], summary="Why each tool is or is not in an agent's catalog (staff)",
+                   responses={200: s.ExplainSerializer, **error_responses({404: _AGENT_ERRORS[404]})})
     def get(self, request):
-        agent = _acting_agent(request, request.query_params.get("agent"))
-        return Response(policy.explain(pipeline.policy_input(_policy_call(request, agent))))
+        query = validated_query(s.ExplainQuerySerializer, request)
+        agent = _acting_agent(request, query["agent"])
+        return Response(policy.explain(pipeline.policy_input(_policy_call(query, agent))))
 
 
 class ToolExecuteView(APIView):
-    @extend_schema(request=s.ExecuteRequestSerializer, responses=s.ExecuteResponseSerializer,
+    @extend_schema(request=s.ExecuteRequestSerializer,
+                   responses={200: s.ExecuteResponseSerializer,
+                              202: OpenApiResponse(s.PendingApprovalResponseSerializer,
+                                                   description="a person must approve the call (or accept the held file change) first"),
+                              **error_responses({400: "malformed JSON or invalid fields, or a staff request without `agent` "
+                                                      "(agent_required)", **_AGENT_ERRORS})},
                    summary="Run a tool through the pipeline",
                    description="HTTP 200 for every outcome the model should see (ok, error, denied, rate_limited, "
-                               "invalid_arguments, timeout); 4xx only for transport problems.")
+                               "invalid_arguments, timeout); 202 while a person must approve; 4xx only for transport problems.")
     def post(self, request):
         data = s.parse_execute_request(request.data)
         agent = _acting_agent(request, data.get("agent"))
@@ -101,8 +93,6 @@ class ToolExecuteView(APIView):
 
 
 class CheckCommandView(APIView):
-    permission_classes = [IsAgentOrStaff]
-
     @extend_schema(request=s.CheckCommandRequestSerializer, responses=s.CheckCommandResponseSerializer,
                    summary="The shell safety check exec applies, without running anything")
     def post(self, request):
@@ -131,18 +121,22 @@ class ScrubView(APIView):
 class InvocationListView(ListAPIView):
     serializer_class = s.InvocationSerializer
 
-    @extend_schema(parameters=[OpenApiParameter(name, str) for name in INVOCATION_FILTERS],
-                   summary="Audit rows: an agent sees its own, staff sees all")
+    @extend_schema(parameters=[s.InvocationFilterSerializer], summary="Audit rows: an agent sees its own, staff sees all")
     def get(self, request, *args, **kwargs):
+        self.filters = validated_query(s.InvocationFilterSerializer, request)
         return super().get(request, *args, **kwargs)
 
     def get_queryset(self):
-        return invocation_list_for(agent=agent_of(self.request), filters=self.request.query_params)
+        return invocation_list_for(agent=agent_of(self.request), filters=self.filters)
 
 
 class InvocationDetailView(RetrieveAPIView):
     serializer_class = s.InvocationSerializer
     lookup_field = "pk"
+
+    @extend_schema(summary="One audit row (an agent sees only its own)")
+    def get(self, request, *args, **kwargs):
+        return super().get(request, *args, **kwargs)
 
     def get_queryset(self):
         return invocation_list_for(agent=agent_of(self.request), filters={})

@@ -31,14 +31,16 @@ class ToolOutputGetTool(Tool):
 
     def run(self, ctx: ToolContext, args: dict) -> ToolResult:
         from tools_app.models import StoredToolOutput
+        from tools_app.pipeline import labels_of
 
         try:
             output_id = uuid.UUID(args["output_id"])
         except ValueError:
             raise ToolError("output_id is not a valid id") from None
-        stored = StoredToolOutput.objects.filter(id=output_id, agent_key=ctx.agent_key, user_id=ctx.user_id).first()
+        # Outputs are stored under the user's label (never a raw id that may be a credential), as the pipeline wrote it.
+        stored = StoredToolOutput.objects.filter(id=output_id, agent_key=ctx.agent_key, user_id=labels_of(ctx).user_id).first()
         if stored is None:
-            raise ToolError(f"no stored output {args['output_id']} for this agent")
+            raise ToolError(f"no stored output {output_id} for this agent")
         offset, limit = args.get("offset", 0), args.get("limit", 20000)
         total = len(stored.content)
         if offset >= total and total:

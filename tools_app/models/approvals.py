@@ -99,15 +99,22 @@ class ApprovalRequest(models.Model):
 
 class ApprovalRule(models.Model):
     """"Allow always", made durable and revocable: one agent (optionally one user), one tool, one pattern.
-    `exact` matches the approved canonical arguments (or exec command) only; prefix/glob are explicit widenings."""
+    `exact` matches the hash of the approved arguments (exec: command, working_dir and timeout); prefix/glob are
+    explicit widenings judged on the analysed command or the normalised path (docs/approvals.md)."""
 
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="approval_rules")
     user_id = models.CharField(max_length=255, blank=True, help_text="empty: any user of this agent")
     tool_name = models.CharField(max_length=128)
     match = models.CharField(max_length=10, choices=RuleMatch.choices, default=RuleMatch.EXACT)
-    pattern = models.TextField(help_text="exec: the command (exact), its prefix or a glob; other tools: canonical "
-                                         "arguments JSON (exact) or a JSON object of per-argument globs")
-    args_hash = models.CharField(max_length=64, blank=True, help_text="exact non-exec rules: hash of tool + arguments")
+    pattern = models.TextField(help_text="exec: the command (exact, shown scrubbed), its leading words (prefix) or "
+                                         "word globs (glob); other tools: canonical arguments JSON (exact) or a JSON "
+                                         "object of per-argument globs")
+    args_hash = models.CharField(max_length=64, blank=True,
+                                 help_text="exact rules: hash of tool + every argument (exec: command, working_dir, timeout)")
+    free_effects = models.JSONField(default=list, blank=True,
+                                    help_text="exec prefix/glob: effects (write, delete) the further arguments may have "
+                                              "because the approved command's had them")
+    description = models.TextField(blank=True, help_text="what the rule covers, as shown to the person who created it")
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
     revoked_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
@@ -130,7 +137,8 @@ class ApprovalRule(models.Model):
 
 
 class PendingChange(models.Model):
-    """A write_file/edit call held in review/audit mode; a person accepts (it runs then) or rejects it."""
+    """A write_file/edit call held in review/audit mode; a person accepts (it runs then) or rejects it. The exact
+    arguments exist only sealed; `arguments`, `path` and `summary` are scrubbed display copies."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="pending_changes")
@@ -140,7 +148,9 @@ class PendingChange(models.Model):
     call_context = models.JSONField(default=dict, blank=True, help_text="provider, chat, subagent depth, request allow list")
     tool_name = models.CharField(max_length=128)
     path = models.CharField(max_length=4096)
-    arguments = models.JSONField(help_text="the exact call, applied on accept")
+    arguments = models.JSONField(default=dict, blank=True, help_text="scrubbed copy of the call, for display")
+    sealed_arguments = models.TextField(blank=True, help_text="the exact call, AES-256-GCM sealed to this row "
+                                                              "(goclaw.crypto); applied on accept, erased once decided")
     args_hash = models.CharField(max_length=64)
     summary = models.TextField()
     status = models.CharField(max_length=10, choices=PendingChangeStatus.choices, default=PendingChangeStatus.PENDING)

@@ -27,6 +27,10 @@ AGENT_CONFIG_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
     "properties": {
         "rate_limit_per_hour": {"type": "integer", "minimum": 0, "description": "tool calls per session per hour; 0 disables"},
+        "rate_limit_user_per_hour": {"type": "integer", "minimum": 0,
+                                     "description": "tool calls per user id per hour, across sessions; 0 disables"},
+        "rate_limit_agent_per_hour": {"type": "integer", "minimum": 0,
+                                      "description": "tool calls per hour for the whole agent; 0 disables"},
         "output_budget_chars": {"type": "integer", "minimum": 1000, "maximum": 10_000_000},
         "tool_output_budgets": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 1000}},
         "tool_timeouts": {"type": "object", "additionalProperties": {"type": "number", "minimum": 1, "maximum": 3600}},

@@ -21,7 +21,9 @@ RESTART_WINDOW = 60.0
 
 
 def database_url() -> str:
-    """The default database as a URL, so children use the server this process started (no second start)."""
+    """The default database as a URL, so children use the server this process started (no second start).
+
+    With the embedded server this is the app role (settings never hold its superuser's credentials)."""
     from urllib.parse import quote, urlencode
 
     db = settings.DATABASES["default"]
@@ -31,6 +33,12 @@ def database_url() -> str:
         return f"postgresql://{auth}@/{quote(db['NAME'])}?{urlencode({'host': host})}"
     port = f":{db['PORT']}" if db.get("PORT") else ""
     return f"postgresql://{auth}@{host}{port}/{quote(db['NAME'])}"
+
+
+def _connected_as_superuser() -> bool:
+    with connections["default"].cursor() as cur:
+        cur.execute("select rolsuper from pg_roles where rolname = current_user")
+        return bool(cur.fetchone()[0])
 
 
 def port_free(host: str, port: int) -> bool:
@@ -84,6 +92,11 @@ class Command(BaseCommand):
         problem = database_check()
         if problem:
             raise CommandError(problem)
+        if _connected_as_superuser():
+            if not settings.DATABASE_URL:  # the embedded bootstrap hands out the app role only
+                raise CommandError("refusing to serve as the embedded PostgreSQL's superuser")
+            self.stderr.write(self.style.WARNING(
+                "DATABASE_URL connects as a PostgreSQL superuser: goclaw needs only a role that owns its database"))
         call_command("migrate", interactive=False, verbosity=0)
         call_command("collectstatic", interactive=False, verbosity=0)
         created, password = admin_ensure(username=settings.ADMIN_USER, password=settings.ADMIN_PASSWORD,

