@@ -30,11 +30,11 @@ sandbox-deps:
 
 # The docker backend's tests start their own engine (Debian's docker.io) and build their image from busybox-static.
 docker-deps:
-	@command -v dockerd >/dev/null 2>&1 && [ -x /bin/busybox ] || { \
+	@command -v dockerd >/dev/null 2>&1 && [ -x /bin/busybox ] && [ -x /bin/bash-static ] || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "installing Debian's docker.io and busybox-static for the docker sandbox tests"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io busybox-static >/dev/null; \
-	  else echo "dockerd is missing: install Debian's docker.io and busybox-static (needed by the docker sandbox tests)" >&2; exit 1; fi; }
+	    echo "installing Debian's docker.io, busybox-static and bash-static for the docker sandbox tests"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io busybox-static bash-static >/dev/null; \
+	  else echo "dockerd is missing: install Debian's docker.io, busybox-static and bash-static (needed by the docker sandbox tests)" >&2; exit 1; fi; }
 
 # The approval-queue browser test drives Debian's chromium through Playwright (no browser download).
 browser:

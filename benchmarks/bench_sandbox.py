@@ -59,14 +59,14 @@ def docker_engine():
         return
     previous = os.environ.get("DOCKER_HOST")
     os.environ["DOCKER_HOST"] = dockerd.host
-    sandbox_backends.register_backend("docker", sandbox_backends._docker_factory)  # forget any cached instance
+    sandbox_backends.reset_backend("docker")  # forget any cached instance
     try:
         from sandbox_app.docker_image import sandbox_image_build
 
         sandbox_image_build()
         yield {"engine": "private dockerd started by the benchmark"}
     finally:
-        sandbox_backends.register_backend("docker", sandbox_backends._docker_factory)
+        sandbox_backends.reset_backend("docker")
         if previous is None:
             os.environ.pop("DOCKER_HOST", None)
         else:

@@ -15,6 +15,7 @@ passwords set, objects handed to the app role, then pg_hba.conf rewritten.
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import secrets
@@ -104,8 +105,10 @@ class EmbeddedCluster:
         return self.uri(database or "postgres", superuser=True)
 
     def cleanup(self) -> None:
+        """Drop this process's handle (the last one stops the server), now rather than at exit."""
         _use_runtime_dir(self.instance.runtime_dir)  # this instance's lock, if another one was opened since
         self.server.cleanup()
+        atexit.unregister(self.server._cleanup)  # done: nothing left to do, or to lock, at exit
 
 
 def _server_user():

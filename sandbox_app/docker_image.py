@@ -55,10 +55,9 @@ class SandboxImageBuild:
 
 def sandbox_image_build(*, client: Any = None, tag: str = DEFAULT_IMAGE, busybox: Path | None = None,
                         uid: int | None = None, gid: int | None = None) -> SandboxImageBuild:
-    """Build `tag` in the local engine from busybox-static (the installed package, else `apt-get download`).
-
-    `uid`/`gid` default to the sandbox identity (goclaw-sandbox when the server runs as root). Raises
-    SandboxError when no engine answers or busybox-static can be neither found nor downloaded."""
+    """Build `tag` in the local engine from busybox-static and bash-static (each the installed package, else
+    `apt-get download`). `uid`/`gid` default to the sandbox identity (goclaw-sandbox when the server runs
+    as root). Raises SandboxError when no engine answers or a package can be neither found nor downloaded."""
     if uid is None or gid is None:
         from sandbox_app.identity import sandbox_identity
 

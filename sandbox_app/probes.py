@@ -11,6 +11,7 @@ Django settings: the admin action / management command / healthz call `run_probe
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
 import shlex
@@ -35,6 +36,8 @@ class Probe:
     judge: str                   # a key of JUDGES
     held_when: str               # the judge, in words
     limits: ExecLimits = field(default_factory=lambda: ExecLimits(timeout_seconds=20))
+    # The limits this probe's verdict depends on: they win over the caller's base limits (run_probes).
+    needs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -79,17 +82,19 @@ PROBES: list[Probe] = [
     Probe("fork_bomb_contained", "A fork bomb hits the process limit and leaves nothing behind.",
           "sh -c 'bomb() { bomb | bomb & }; bomb; sleep 2; echo bomb-done' goclaw-probe-@token@",
           "fork_contained", "a process limit is enforced, forks fail, the run ends and no bomb process remains",
-          ExecLimits(timeout_seconds=20, grace_seconds=1, max_processes=64)),
+          ExecLimits(timeout_seconds=20, grace_seconds=1, max_processes=64),
+          ("timeout_seconds", "grace_seconds", "max_processes")),
     Probe("memory_hog_killed", "A process allocating far beyond the memory limit is stopped.",
           "a=$(head -c 400000000 /dev/zero | tr '\\0' x); echo SURVIVED ${#a}",
           "memory_killed", "a memory limit is enforced and the hog never finishes (killed or allocation fails)",
-          ExecLimits(timeout_seconds=30, grace_seconds=1, memory_bytes=128 * 1024 * 1024)),
+          ExecLimits(timeout_seconds=30, grace_seconds=1, memory_bytes=128 * 1024 * 1024),
+          ("timeout_seconds", "grace_seconds", "memory_bytes")),
     Probe("grandchild_dies_at_timeout", "At the timeout a double-forked, setsid'd grandchild that ignores "
           "SIGTERM dies with the rest.",
           "( setsid sh -c 'trap \"\" TERM HUP; while :; do sleep 1; done' goclaw-probe-@token@ & ) ; "
           "echo started; sleep 600",
           "tree_killed", "the run times out and no process of it remains on the host",
-          ExecLimits(timeout_seconds=2, grace_seconds=1)),
+          ExecLimits(timeout_seconds=2, grace_seconds=1), ("timeout_seconds", "grace_seconds")),
     Probe("environment_only_given", "The environment holds only the variables sandbox_exec was given.",
           "env", "env_only_given", "every variable is one we passed (or PWD/SHLVL/OLDPWD/_ from the shell)"),
     Probe("workspace_usable", "Files written in the workspace are there for the server to read and modify.",
@@ -267,15 +272,23 @@ def _hostile_probes(paths: dict[str, str]) -> list[Probe]:
                   "listing/reading fails or the path is absent") for name, path in paths.items()]
 
 
+def _limits_for(probe: Probe, base: ExecLimits | None) -> ExecLimits:
+    if base is None:
+        return probe.limits
+    return dataclasses.replace(base, **{name: getattr(probe.limits, name) for name in probe.needs})
+
+
 def run_probes(spec: SandboxSpec, *, workspace_parent: Path, hostile_paths: dict | None = None,
-               tcp_ports: dict[str, int] | None = None) -> list[ProbeResult]:
+               tcp_ports: dict[str, int] | None = None, limits: ExecLimits | None = None) -> list[ProbeResult]:
     """Run every probe under `spec`; one `ProbeResult(name, held, detail)` per probe, in order.
 
     `workspace_parent`: where a private (0700) scratch directory is made for the probe workspace, a second
     fake workspace and a fake data dir (each holding a secret marker); removed afterwards.
     `hostile_paths`: {name: path} of real places the sandbox must not see (the data dir, the database
     socket dir, the checkout, ...); each becomes a `hostile_path:<name>` probe. `tcp_ports` overrides the
-    PostgreSQL port probed (`{"postgresql": 5432}`). A probe that can't even start is reported not held.
+    PostgreSQL port probed (`{"postgresql": 5432}`). `limits`: base limits (e.g. the profile's); a probe
+    still uses its own values for the limits its verdict depends on (`Probe.needs`: the fork bomb's process
+    limit, the hog's memory limit, the timeouts). A probe that can't even start is reported not held.
     """
     from sandbox_app.identity import prepare_workspace, sandbox_identity
 
@@ -308,7 +321,7 @@ def run_probes(spec: SandboxSpec, *, workspace_parent: Path, hostile_paths: dict
         for probe in PROBES + _hostile_probes(hostile):
             try:
                 result = sandbox_exec(command=_fill(probe.command, values), workspace=workspace, env=dict(env),
-                                      limits=probe.limits, spec=spec)
+                                      limits=_limits_for(probe, limits), spec=spec)
             except SandboxError as exc:
                 results.append(ProbeResult(probe.name, False, f"could not run: {exc}"))
                 continue

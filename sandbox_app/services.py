@@ -250,6 +250,16 @@ def sandbox_exec(*, command: str | None = None, argv: list[str] | None = None, w
                     stdin=bytes(stdin) if stdin is not None else None)
 
 
+def resolve_backend(spec: SandboxSpec | str | None = None) -> str:
+    """The name of the backend a run with `spec` (or a backend name) would use, "auto" resolved.
+
+    Raises `SandboxError` when it is unknown or unavailable — the same answer `sandbox_exec` would give."""
+    from sandbox_app.backends import resolve_backend as _resolve
+
+    name = spec.backend if isinstance(spec, SandboxSpec) else (spec or "auto")
+    return _resolve(name).name
+
+
 def sandbox_capabilities() -> dict:
     """What this machine offers the sandbox: bwrap path/version/usability, cgroup version and usable
     controllers, root or not and the sandbox user, the helper tools and each backend's availability.

@@ -36,6 +36,16 @@ class HookResult:
 
 
 CONTINUE = HookResult()
+REASON_MAX_CHARS = 1000
+
+
+def _safe(reason: str) -> str:
+    """A reason as the caller, the audit row and approvers may see it. Reasons quote arguments (the shell check
+    quotes the command), so they are scrubbed, then cut (scrubbing first: a cut token may not look like one)."""
+    from tools_app.security.scrub import default_scrubber
+
+    text, _ = default_scrubber.scrub(reason[: REASON_MAX_CHARS + 4096])
+    return text if len(text) <= REASON_MAX_CHARS else text[: REASON_MAX_CHARS - 1] + "…"
 
 
 class PreHook:
@@ -91,12 +101,12 @@ class HookRegistry:
                 logger.exception("pre-hook %s failed", hook.name)
                 result = HookResult.block(f"{hook.name} failed; the call was refused")
             if result.kind == "block":
-                outcome.blocked, outcome.blocked_by = result.reason or "blocked", hook.name
+                outcome.blocked, outcome.blocked_by = _safe(result.reason or "blocked"), hook.name
                 return outcome
             if result.kind == "modify" and result.params is not None:
                 modified = result.params
             elif result.kind == "observe":
-                outcome.observations.append(f"{hook.name}: {result.reason}")
+                outcome.observations.append(_safe(f"{hook.name}: {result.reason}"))
         if modified is not None:
             outcome.args = modified
         return outcome

@@ -71,6 +71,7 @@ class Outcome:
     observations: list[str] = field(default_factory=list)
     output_id: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    sandbox: dict[str, str] | None = None  # where the tool's processes ran (audit row only, not the response)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -447,6 +448,8 @@ def record(ctx: ToolContext, call: ToolCall, tool_name: str, args: Any, outcome:
         tool_name=tool_label, arguments=pg_json(safe_args), status=outcome.status, observed=bool(observations),
         observe_reasons=pg_json(observations), duration_ms=outcome.duration_ms, result_size=len(outcome.for_llm),
         error=echo(error, 2000) if error else "", output_id=outcome.output_id, request_id=labels.request_id,
+        sandbox_backend=(outcome.sandbox or {}).get("backend", "")[:16],
+        sandbox_profile=pg_text((outcome.sandbox or {}).get("profile", ""))[:64],
     )
     outcome.invocation_id = str(invocation.pk)
     events.publish(
@@ -509,9 +512,8 @@ def _execute_steps(call: ToolCall, ctx: ToolContext, reg: ToolRegistry) -> tuple
         return _refusal(S.INVALID, msg), tool.name, args, msg
 
     pre = hooks.run_pre(ctx, tool, args)
-    if pre.blocked:
-        msg = echo(pre.blocked, 1000)  # hook reasons may quote the command
-        return _refusal(S.DENIED, msg, pre.observations), tool.name, args, msg
+    if pre.blocked:  # scrubbed and shortened by the hook registry (reasons may quote the command)
+        return _refusal(S.DENIED, pre.blocked, pre.observations), tool.name, args, pre.blocked
     if pre.args is not args:  # a hook rewrote the arguments: they must still be valid
         args = pre.args
         problems = validate_arguments(tool, args)
@@ -542,5 +544,5 @@ def run_approved(ctx: ToolContext, tool: Tool, args: dict[str, Any], observation
     if result.for_user and len(result.for_user) > output_budget(ctx, tool.name):
         result.for_user = result.for_user[: output_budget(ctx, tool.name)] + "\n[... cut]"
     outcome = Outcome(status=status, for_llm=result.for_llm, for_user=result.for_user, is_error=result.is_error,
-                      observations=observations, output_id=output_id)
+                      observations=observations, output_id=output_id, sandbox=getattr(result, "sandbox", None))
     return outcome, tool.name, args, result.for_llm[:500] if result.is_error else ""

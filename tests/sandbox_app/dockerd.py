@@ -116,18 +116,22 @@ class LocalDockerd:
                 except ProcessLookupError:
                     pass
                 self.proc.wait(10)
-        if self.root is not None and self.root.exists() and not _has_mounts_under(self.root):
-            shutil.rmtree(self.root, ignore_errors=True)
+        if self.root is not None and self.root.exists():
+            umount = shutil.which("umount", path="/usr/bin:/bin:/usr/sbin:/sbin")
+            for mount in sorted(_mounts_under(self.root), key=len, reverse=True):  # e.g. exec/netns/default
+                if umount:
+                    subprocess.run([umount, "-l", mount], capture_output=True, timeout=30)
+            if not _mounts_under(self.root):  # never delete through a mount (it could bind a real directory)
+                shutil.rmtree(self.root, ignore_errors=True)
 
 
-def _has_mounts_under(root: Path) -> bool:
-    """Never delete through a mount left behind (it could be a bind of a real directory)."""
+def _mounts_under(root: Path) -> list[str]:
     prefix = str(root).rstrip("/") + "/"
     try:
         with open("/proc/self/mountinfo") as fh:
-            return any(line.split()[4].startswith(prefix) for line in fh)
+            return [line.split()[4] for line in fh if line.split()[4].startswith(prefix)]
     except OSError:
-        return True
+        return [str(root)]  # unknown: treat as mounted, keep the directory
 
 
 @dataclass

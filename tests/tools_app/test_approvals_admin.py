@@ -76,12 +76,21 @@ def test_deny_and_allow_always_buttons(admin_client):
     agent, always = pending_exec("echo ship it now")
     token = csrf_of(admin_client.get(QUEUE))
     admin_client.post(f"/admin/tools_app/approvalrequest/{denied.pk}/decide/", {"decision": "deny", "csrfmiddlewaretoken": token})
-    admin_client.post(f"/admin/tools_app/approvalrequest/{always.pk}/decide/", {
-        "decision": "allow_always", "rule_match": "prefix", "rule_pattern": "echo ship it ", "rule_user_only": "on",
-        "rule_expires_hours": "24", "csrfmiddlewaretoken": token})
+    rule_fields = {"decision": "allow_always", "rule_match": "prefix", "rule_pattern": "echo ship it ",
+                   "rule_user_only": "on", "rule_expires_hours": "24", "csrfmiddlewaretoken": token}
+    # Allow always first shows what the rule covers; only the confirmation creates it.
+    confirm = admin_client.post(f"/admin/tools_app/approvalrequest/{always.pk}/decide/", rule_fields)
+    html = confirm.content.decode()
+    assert confirm.status_code == 200 and "What this rule covers" in html and 'name="confirm" value="1"' in html
+    assert "one call of `echo ship it`, followed by any further arguments" in html
+    assert not ApprovalRule.objects.filter(agent=agent).exists()
+    assert ApprovalRequest.objects.get(pk=always.pk).status == "pending"
+    admin_client.post(f"/admin/tools_app/approvalrequest/{always.pk}/decide/", {**rule_fields, "confirm": "1",
+                                                                                 "csrfmiddlewaretoken": csrf_of(confirm)})
     assert ApprovalRequest.objects.get(pk=denied.pk).status == "denied"
     rule = ApprovalRule.objects.get(agent=agent)
     assert (rule.match, rule.pattern, rule.expires_at is not None) == ("prefix", "echo ship it ", True)
+    assert rule.description.startswith("Covers `exec` commands that are one call of `echo ship it`")
 
 
 @pytest.mark.django_db

@@ -1,4 +1,5 @@
-"""The `exec` tool with real subprocesses (no Django DB; settings come from ToolContext.settings)."""
+"""The `exec` tool with real processes in the agent's sandbox profile (bubblewrap by default); per-call
+settings come from ToolContext.settings, the profile from the database."""
 from __future__ import annotations
 
 import os
@@ -7,9 +8,13 @@ import time
 
 import pytest
 
+from sandbox_app.models import SandboxProfile
+from tests.factories import make_agent
 from tools_app.base import ToolContext, ToolError
 from tools_app.builtin.runtime import TOOLS, ExecTool
 from tools_app.registry import ToolRegistry
+
+pytestmark = pytest.mark.django_db
 
 
 def wait_gone(pid: int, seconds: float = 3.0) -> bool:
@@ -38,12 +43,24 @@ def workspace(tmp_path):
     return tmp_path / "agents" / "a1" / "ws"  # does not exist yet: the tool creates it
 
 
-def make_ctx(workspace, **settings):
-    return ToolContext(agent_key="a1", workspace=workspace, settings=settings)
+@pytest.fixture
+def exec_agent(db, workspace):
+    return make_agent(workspace=str(workspace))
 
 
-def run(tool, workspace, args, **settings):
-    return tool.run(make_ctx(workspace, **settings), args)
+def make_ctx(workspace, agent=None, **settings):
+    if agent is None:
+        agent = make_agent(workspace=str(workspace))
+    return ToolContext(agent_key=agent.key, agent_id=agent.pk, workspace=workspace, settings=settings)
+
+
+def run(tool, workspace, args, agent=None, **settings):
+    return tool.run(make_ctx(workspace, agent, **settings), args)
+
+
+def host_agent(workspace):
+    profile = SandboxProfile.objects.create(name="host-off", backend="host", mode="off")
+    return make_agent(workspace=str(workspace), sandbox_profile=profile)
 
 
 # --- metadata -------------------------------------------------------------------------------------
@@ -63,13 +80,16 @@ def test_metadata_and_registration():
 
 
 def test_timeout_for_covers_command_timeout_plus_grace(tool, workspace):
-    ctx = make_ctx(workspace)
-    assert tool.timeout_for(ctx, {"command": "x"}) >= 60 + 3
-    assert tool.timeout_for(ctx, {"command": "x", "timeout": 600}) >= 603
-    assert tool.timeout_for(make_ctx(workspace, exec_timeout_seconds=5), {"command": "x"}) >= 8
-    assert tool.timeout_for(make_ctx(workspace, exec_timeout_seconds=5), {"command": "x"}) < 60
+    agent = make_agent(workspace=str(workspace))
+    ctx = make_ctx(workspace, agent)
+    assert tool.timeout_for(ctx, {"command": "x"}) >= 300 + 3  # the default profile's timeout
+    assert tool.timeout_for(ctx, {"command": "x", "timeout": 60}) >= 63
+    # the profile's timeout is also the ceiling
+    assert tool.timeout_for(ctx, {"command": "x", "timeout": 3600}) < 320
+    assert tool.timeout_for(make_ctx(workspace, agent, exec_timeout_seconds=5), {"command": "x"}) >= 8
+    assert tool.timeout_for(make_ctx(workspace, agent, exec_timeout_seconds=5), {"command": "x"}) < 60
     # an administrator's tool_timeouts entry caps the command timeout
-    assert tool.timeout_for(make_ctx(workspace, tool_timeouts={"exec": 10}), {"command": "x", "timeout": 600}) < 60
+    assert tool.timeout_for(make_ctx(workspace, agent, tool_timeouts={"exec": 10}), {"command": "x", "timeout": 600}) < 60
 
 
 # --- running --------------------------------------------------------------------------------------
@@ -86,25 +106,40 @@ def test_nonzero_exit_and_stderr(tool, workspace):
     assert r.for_llm == "out\nSTDERR:\noops\n[exit code 3]"
 
 
-def test_signal_exit(tool, workspace):
+def test_signal_exit_in_the_sandbox_reads_as_a_shell_would(tool, workspace):
     r = run(tool, workspace, {"command": "kill -9 $$"})
+    assert r.is_error
+    assert r.for_llm.endswith("[exit code 137]")  # bubblewrap reports a signal death as 128+N
+
+
+def test_signal_exit_on_the_host(tool, workspace):
+    r = run(tool, workspace, {"command": "kill -9 $$"}, host_agent(workspace))
     assert r.is_error
     assert r.for_llm.endswith("[exit code -9 (killed by SIGKILL)]")
 
 
 def test_workspace_created_private_and_is_cwd_and_home(tool, workspace):
     assert not workspace.exists()
-    r = run(tool, workspace, {"command": "pwd -P; echo $HOME"})
+    r = run(tool, workspace, {"command": "pwd -P; echo $HOME; id -u"})
     assert not r.is_error, r.for_llm
+    cwd, home, uid = r.for_llm.splitlines()[:3]
+    assert (cwd, home) == ("/workspace", "/workspace")
+    assert uid != "0" and int(uid) == workspace.stat().st_uid  # the sandbox user owns the workspace
+    assert stat.S_IMODE(workspace.stat().st_mode) == 0o700
+    assert r.sandbox == {"backend": "bubblewrap", "profile": "default"}
+
+
+def test_host_profile_runs_in_the_real_workspace_and_says_so(tool, workspace):
+    r = run(tool, workspace, {"command": "pwd -P; echo $HOME"}, host_agent(workspace))
     real = os.path.realpath(workspace)
     assert r.for_llm == f"{real}\n{real}\n[exit code 0]"
-    assert stat.S_IMODE(workspace.stat().st_mode) == 0o700
+    assert r.sandbox == {"backend": "host", "profile": "host-off"}
 
 
 def test_working_dir_inside_workspace(tool, workspace):
     (workspace / "sub" / "dir").mkdir(parents=True)
     r = run(tool, workspace, {"command": "pwd -P", "working_dir": "sub/dir"})
-    assert r.for_llm.splitlines()[0] == os.path.realpath(workspace / "sub" / "dir")
+    assert r.for_llm.splitlines()[0] == "/workspace/sub/dir"
 
 
 @pytest.mark.parametrize("working_dir", ["../", "..", "sub/../../", "/etc", "/", "link_out", "link_out/x"])
@@ -164,7 +199,7 @@ def test_timeout_reported_and_group_killed(tool, workspace):
     assert time.monotonic() - start < 8
     assert r.is_error
     assert r.for_llm == "started\n[timed out after 1s; process group killed]"
-    assert wait_gone(int((workspace / "pidfile").read_text()))
+    assert (workspace / "pidfile").read_text().strip().isdigit()  # a pid inside the sandbox's own namespace
 
 
 def test_default_timeout_from_settings(tool, workspace):
@@ -191,10 +226,33 @@ def test_env_hides_parent_secrets(tool, workspace, monkeypatch):
     assert "PATH=" in r.for_llm
 
 
-def test_unknown_backend_fails_closed(tool, workspace):
+def test_host_timeout_kills_the_whole_group(tool, workspace):
     workspace.mkdir(parents=True)
-    with pytest.raises(ToolError, match="sandbox backend bwrap-missing is not available"):
-        run(tool, workspace, {"command": "touch canary"}, sandbox_backend="bwrap-missing")
+    r = run(tool, workspace, {"command": "sleep 300 & echo $! > pidfile; echo started; sleep 300", "timeout": 1},
+            host_agent(workspace), exec_grace_seconds=1)
+    assert r.for_llm == "started\n[timed out after 1s; process group killed]"
+    assert wait_gone(int((workspace / "pidfile").read_text()))
+
+
+def test_a_broken_sandbox_fails_closed_and_never_runs_on_the_host(tool, workspace, tmp_path):
+    workspace.mkdir(parents=True)
+    profile = SandboxProfile.objects.create(name="broken", ro_binds=[str(tmp_path / "no-such-dir")])
+    r = run(tool, workspace, {"command": "touch canary"}, make_agent(workspace=str(workspace), sandbox_profile=profile))
+    assert r.is_error and r.for_llm.startswith("command not run: ")
+    assert r.sandbox == {"backend": "bubblewrap", "profile": "broken"}
+    assert not (workspace / "canary").exists()
+
+
+def test_an_unavailable_docker_engine_fails_closed(tool, workspace, monkeypatch):
+    from sandbox_app import backends
+
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    backends.reset_backend("docker")
+    workspace.mkdir(parents=True)
+    profile = SandboxProfile.objects.create(name="dock", backend="docker")
+    r = run(tool, workspace, {"command": "touch canary"}, make_agent(workspace=str(workspace), sandbox_profile=profile))
+    backends.reset_backend("docker")
+    assert r.is_error and "docker engine not reachable" in r.for_llm
     assert not (workspace / "canary").exists()
 
 

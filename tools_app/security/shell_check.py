@@ -2624,12 +2624,14 @@ def unquoted_shell_syntax(text: str) -> frozenset[str]:
 class RuleCommandView:
     """One command the shell would run, as approval rules see it: its argv after unquoting and unwrapping, the
     wrappers peeled off around it (outermost first: `timeout 5`, `env`, `sh -c <code>`), the variables set for it,
-    the redirections of it and its wrappers, and why its words are not plain literals (empty when they are)."""
+    the redirections of it and its wrappers, whether it carries an inline program (`python -c`, an awk program: the
+    caller decides whether it can judge that program), and why its words are not plain literals (empty when they are)."""
 
     argv: tuple[str, ...]
     layers: tuple[tuple[str, ...], ...]
     assigns: tuple[str, ...]
     redirects: tuple[tuple[str, str], ...]
+    inline_code: bool
     problems: tuple[str, ...]
 
 
@@ -2684,7 +2686,7 @@ def analyse_for_rules(command: str) -> RuleAnalysis:
             chain.append(parent[id(chain[-1])])
         chain.reverse()
         used.update(id(c) for c in chain)
-        layers, assigns, redirects, issues = [], [], [], []
+        layers, assigns, redirects, issues, inline = [], [], [], [], False
         for c in chain:
             layers.extend(_peeled_layers(c))
             if c is not leaf:
@@ -2693,15 +2695,16 @@ def analyse_for_rules(command: str) -> RuleAnalysis:
             redirects.extend(c.redirs)
             if c.subs or c.procs:
                 issues.append("command or process substitution")
-            if c.icode or c.stdin_exec:
-                issues.append("an inline program")
+            if c.stdin_exec:
+                issues.append("a program that runs its input")
+            inline = inline or bool(c.icode)
             if c.unknown or c.globbed or c.indirect:
                 issues.append("a program name computed at run time")
             if c.parent or len(c.wrappers) != len(c.wrapped):
                 issues.append(f"started by another program ({c.parent or c.wrappers[-1]})")
         if any(m in a for layer in layers for a in layer for m in (U, S, P)) or any(m in a for a in leaf.argv for m in (U, S, P)):
             issues.append("a value computed at run time")
-        views.append(RuleCommandView(tuple(leaf.argv), tuple(layers), tuple(assigns), tuple(redirects),
+        views.append(RuleCommandView(tuple(leaf.argv), tuple(layers), tuple(assigns), tuple(redirects), inline,
                                      tuple(dict.fromkeys(issues))))
     if not views:
         problems.append("no command")

@@ -7,6 +7,7 @@ effects its arguments have, from the table in "what a command does") and the *no
 from __future__ import annotations
 
 import fnmatch
+import functools
 import hashlib
 import json
 import logging
@@ -110,6 +111,7 @@ def approval_summary(tool: Tool, args: dict, workspace=None) -> tuple[str, dict]
 # subcommand missing from this table is not classified, and a command that uses it is only ever covered exactly.
 WRITE, DELETE, RUN, CONFIG, SEND, NETWORK, OUTSIDE, UNKNOWN = (
     "write", "delete", "run", "config", "send", "network", "outside", "unknown")
+TEXT = "text"  # not an effect: marks an argument that is program text (a sed script), judged by its parser, not a path
 EFFECT_TEXT = {
     WRITE: "write or create files (or update refs)",
     DELETE: "delete files or history (including forced pushes)",
@@ -306,6 +308,7 @@ def _sed_check(argv: list[str], at: int, escapes) -> list:
             explicit = True
         i += 1
     for script, index in scripts:
+        out.append((TEXT, index))
         for kind, target in _sed_script(script):
             if target is not None and target not in ("/dev/stdout", "/dev/stderr") and escapes(target):
                 out.append((OUTSIDE, index))
@@ -362,6 +365,7 @@ def _awk_check(argv: list[str], at: int, escapes) -> list:
     if not programs:
         out.append((UNKNOWN, at))
     for text, index in programs:
+        out.append((TEXT, index))
         code = _AWK_STRING.sub('""', text)  # an unterminated string stays code: flagged rather than missed
         if "system" in code or "|" in code.replace("||", "") or "@" in code:
             out.append((RUN, index))
@@ -561,7 +565,8 @@ def _program_effects(prog: _Program, argv: list[str], at: int, escapes) -> list[
 
 
 def command_effects(argv: list[str] | tuple[str, ...], escapes: Callable[[str], bool] = lambda _: False) -> list[tuple[str, int]]:
-    """What running argv does, as (effect, argument index); a program not in PROGRAMS is UNKNOWN at index 0."""
+    """What running argv does, as (effect, argument index), plus (TEXT, index) for arguments that are program text;
+    a program not in PROGRAMS is UNKNOWN at index 0."""
     argv = list(argv)
     prog = PROGRAMS.get(argv[0]) if argv else None
     if prog is None:
@@ -608,6 +613,8 @@ def _view_problem(view) -> str | None:
     """Why one analysed command cannot be covered by a widened rule or the allowlist, or None."""
     if view.problems:
         return view.problems[0]
+    if view.inline_code and getattr(PROGRAMS.get(view.argv[0] if view.argv else ""), "check", None) is not _awk_check:
+        return "it runs an inline program goclaw does not read"  # python -c …; awk programs are parsed by _awk_check
     if view.assigns:
         return "it sets environment variables (" + ", ".join(sorted(set(view.assigns))) + ")"
     if view.redirects:
@@ -712,6 +719,8 @@ def words_cover(wp: WordPattern, argv, escapes: Callable[[str], bool], *, allowe
     if literal_effects_ok and len(argv) == wp.literal and not wp.rest:
         return None  # an allowlist entry typed out in full: exactly that command
     effects = command_effects(argv, escapes)
+    texts = {i for kind, i in effects if kind == TEXT}
+    effects = [(kind, i) for kind, i in effects if kind != TEXT]
     if any(kind == UNKNOWN for kind, _ in effects):
         return f"goclaw cannot tell what the arguments of `{argv[0]}` do: {EFFECT_TEXT[UNKNOWN]}"
     if not literal_effects_ok:
@@ -719,7 +728,7 @@ def words_cover(wp: WordPattern, argv, escapes: Callable[[str], bool], *, allowe
         if never:
             return "it would " + "; ".join(EFFECT_TEXT[k] for k in never)
     free = {kind for kind, i in effects if i >= wp.literal}
-    if any(escapes(a) for a in argv[wp.literal:]):
+    if any(escapes(a) for i, a in enumerate(argv) if i >= wp.literal and i not in texts):
         free.add(OUTSIDE)
     extra = sorted(free - set(allowed))
     if extra:
@@ -727,8 +736,10 @@ def words_cover(wp: WordPattern, argv, escapes: Callable[[str], bool], *, allowe
     return None
 
 
+@functools.lru_cache(maxsize=512)
 def single_command_view(command: str):
-    """(the one command a shell string runs, None) or (None, why it is not one plain command)."""
+    """(the one command a shell string runs, None) or (None, why it is not one plain command). Memoized: the
+    result depends only on the text, and every rule of a tool checks the same command."""
     from tools_app.security.shell_check import analyse_for_rules
 
     analysis = analyse_for_rules(command)
