@@ -14,7 +14,7 @@ def main() -> None:
     from tools_app.models import Agent, ToolInvocation
 
     agent, _ = Agent.objects.update_or_create(
-        key="bench-pipeline", defaults={"other_config": {"rate_limit_per_hour": 1_000_000_000}})
+        key="bench-pipeline", defaults={"other_config": {"rate_limit_per_hour": 1_000_000_000, "rate_limit_user_per_hour": 1_000_000_000, "rate_limit_agent_per_hour": 1_000_000_000}})
     call = pipeline.ToolCall(agent=agent, tool="datetime", arguments={"timezone": "UTC"}, session_key="bench")
     for _ in range(WARMUP):
         pipeline.execute(call)
@@ -26,7 +26,7 @@ def main() -> None:
         assert outcome.status == "ok"
     rows = ToolInvocation.objects.filter(agent_key=agent.key).count()
     assert rows >= N + WARMUP, rows
-    write_result("pipeline", {"tool": "datetime", "includes": ["resolve", "validate", "pre-hooks", "rate limit (SQL upsert)",
+    write_result("pipeline", {"tool": "datetime", "includes": ["resolve", "validate", "pre-hooks", "rate limit (one SQL statement, 3 buckets)",
                                                               "approval gate", "worker thread", "scrub", "budget", "audit INSERT", "event"],
                               "target_p50_ms": 1.0, **summary_ms(samples)})
 

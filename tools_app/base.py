@@ -31,6 +31,9 @@ class ToolContext:
     settings: dict[str, Any] = field(default_factory=dict)
     # The tool names the policy engine allows for this call (resolved once, cached across calls).
     catalog: frozenset[str] = frozenset()
+    # For tools that start processes: the call's sandbox (`tools_app.sandboxing.CallSandbox`), resolved by the
+    # pipeline in the caller's thread before the tool runs.
+    sandbox: Any = None
 
     def replace(self, **changes: Any) -> "ToolContext":
         return dataclasses.replace(self, **changes)
@@ -74,6 +77,8 @@ class Tool:
     aliases: ClassVar[tuple[str, ...]] = ()
     # Name of the argument holding a shell command, checked by the security filter hook.
     command_argument: ClassVar[str | None] = None
+    # True for tools that start processes: the pipeline hands them the agent's sandbox in `ctx.sandbox`.
+    starts_processes: ClassVar[bool] = False
 
     @property
     def mutating(self) -> bool:

@@ -37,6 +37,7 @@ from tools_app.policy import PolicyInput
 from tools_app.policy import resolve as policy_resolve
 from tools_app.ratelimit import rate_limit_take
 from tools_app.registry import ToolRegistry, registry
+from tools_app.sandboxing import sandbox_for_call
 from tools_app.security.scrub import Scrubber, default_scrubber
 
 logger = logging.getLogger("goclaw.pipeline")
@@ -537,6 +538,8 @@ def _execute_steps(call: ToolCall, ctx: ToolContext, reg: ToolRegistry) -> tuple
 
 def run_approved(ctx: ToolContext, tool: Tool, args: dict[str, Any], observations: list[str]) -> tuple[Outcome, str, Any, str]:
     """Steps 6-9 for a call that passed every gate (also used to resume an approved call)."""
+    if tool.starts_processes and ctx.sandbox is None:
+        ctx = ctx.replace(sandbox=sandbox_for_call(ctx))
     result, status = run_tool(tool, ctx, args)
     hooks.run_post(ctx, tool, args, result, status)
     scrub_result(result)

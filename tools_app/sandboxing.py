@@ -30,7 +30,10 @@ class CallSandbox:
 
 
 def sandbox_for_call(ctx: ToolContext) -> CallSandbox:
-    """The agent's sandbox profile for this call (else the default profile, else the built-in defaults)."""
+    """The agent's sandbox profile for this call (else the default profile, else the built-in defaults); the one
+    the pipeline already put in `ctx.sandbox` when there is one."""
+    if isinstance(ctx.sandbox, CallSandbox):
+        return ctx.sandbox
     profile_id = Agent.objects.filter(pk=ctx.agent_id).values_list("sandbox_profile_id", flat=True).first()
     profile = sandbox_profile_get(profile_id)
     return CallSandbox(profile, profile.applies_to(subagent_depth=ctx.subagent_depth, session_key=ctx.session_key))

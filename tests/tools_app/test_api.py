@@ -60,9 +60,10 @@ def test_fs_tools_work_end_to_end_in_the_agents_workspace(api, agent):
 
 
 def test_exec_runs_in_the_workspace(api, agent):
-    body = post(api, "/api/v1/tools/execute", {"tool": "exec", "arguments": {"command": "pwd; echo $HOME"}}).json()
+    body = post(api, "/api/v1/tools/execute", {"tool": "exec", "arguments": {"command": "pwd; echo $HOME; echo hi > f.txt"}}).json()
     assert body["status"] == "ok"
-    assert str(agent.workspace_path.resolve()) in body["for_llm"]
+    assert body["for_llm"] == "/workspace\n/workspace\n[exit code 0]"  # the sandbox shows the workspace there
+    assert (agent.workspace_path / "f.txt").read_text() == "hi\n"
 
 
 def test_staff_must_name_the_agent_and_agents_cannot_act_for_others(api, staff_api, agent):

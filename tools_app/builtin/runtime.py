@@ -19,7 +19,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from sandbox_app.services import ExecLimits, ExecResult, SandboxError, safe_child_env, sandbox_exec
+from sandbox_app.services import DEFAULT_PATH, ExecLimits, ExecResult, SandboxError, safe_child_env, sandbox_exec
 from tools_app.base import Tool, ToolContext, ToolError, ToolResult
 from tools_app.paths import DEFAULT_DENIED, PathError, ensure_workspace, is_within, resolve_in_workspace
 from tools_app.sandboxing import CallSandbox, sandbox_for_call
@@ -104,6 +104,7 @@ class ExecTool(Tool):
     read_only = False
     requires_approval = True
     command_argument = "command"
+    starts_processes = True
     timeout_seconds = DEFAULT_TIMEOUT + DEFAULT_GRACE + OUTER_TIMEOUT_SLACK
     description = (
         "Run a shell command (/bin/sh -c) in your workspace and get its stdout, stderr and exit code. "
@@ -175,8 +176,10 @@ class ExecTool(Tool):
         if verdict.verdict != "allow":
             return ToolResult.error("command denied by safety policy: " + "; ".join(verdict.reasons))
         if verdict.observe:
+            from tools_app.pipeline import labels_of  # late: the pipeline imports the tools
+
             logger.warning("exec: suspicious command allowed (agent=%s request=%s): %s",
-                           ctx.agent_key, ctx.request_id, "; ".join(verdict.reasons))
+                           ctx.agent_key, labels_of(ctx).request_id, "; ".join(verdict.reasons))
 
         if ctx.workspace is None:
             raise ToolError("no workspace is configured for this agent")
@@ -187,7 +190,9 @@ class ExecTool(Tool):
         sandbox = sandbox_for_call(ctx)
         limits = self._limits(ctx, args, sandbox)
         try:
-            result = sandbox_exec(command=command, workspace=workspace, cwd=cwd, env=safe_child_env(), limits=limits,
+            # Inside a sandbox the server's own PATH entries mean nothing (and would name its directories).
+            env = safe_child_env({"PATH": DEFAULT_PATH}) if sandbox.sandboxed else safe_child_env()
+            result = sandbox_exec(command=command, workspace=workspace, cwd=cwd, env=env, limits=limits,
                                   spec=sandbox.spec)
         except SandboxError as exc:
             return ToolResult(for_llm=f"command not run: {exc}", is_error=True, sandbox=sandbox.audit(sandbox.spec.backend))

@@ -27,7 +27,7 @@ def database_url() -> str:
     from urllib.parse import quote, urlencode
 
     db = settings.DATABASES["default"]
-    auth = quote(db["USER"]) + (":" + quote(db["PASSWORD"]) if db.get("PASSWORD") else "")
+    auth = quote(db["USER"], safe="") + (":" + quote(db["PASSWORD"], safe="") if db.get("PASSWORD") else "")
     host = db.get("HOST") or ""
     if host.startswith("/"):
         return f"postgresql://{auth}@/{quote(db['NAME'])}?{urlencode({'host': host})}"
