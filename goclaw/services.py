@@ -106,7 +106,10 @@ def _channel_layer_status() -> dict:
         if layer is None:
             return {"ok": False, "error": "no channel layer configured"}
         backend = type(layer).__name__
-        if backend == "PostgresChannelLayer":
+        from channels_postgres.core import PostgresChannelLayer
+
+        # Never probe the PostgreSQL layer through async_to_sync here: its pool binds to the first event loop.
+        if isinstance(layer, PostgresChannelLayer):
             # Its sends are rows in our database: healthy when the database and its tables answer.
             with connection.cursor() as cur:
                 cur.execute("select count(*) from channels_postgres_groupchannel")

@@ -119,16 +119,9 @@ class DaphneProcess:
     @staticmethod
     def database_url() -> str:
         """A DATABASE_URL for the database this (test) process is connected to."""
-        from urllib.parse import quote
+        from goclaw.management.commands.up import database_url
 
-        from django.db import connection
-
-        db = connection.settings_dict
-        auth = quote(db["USER"], safe="") + (":" + quote(db["PASSWORD"], safe="") if db.get("PASSWORD") else "")
-        host = db.get("HOST") or ""
-        if host.startswith("/"):
-            return f"postgresql://{auth}@:{db.get('PORT') or 5432}/{quote(db['NAME'])}?host={quote(host)}"
-        return f"postgresql://{auth}@{host or '127.0.0.1'}:{db.get('PORT') or 5432}/{quote(db['NAME'])}"
+        return database_url()
 
     @staticmethod
     def channel_layers() -> dict:

@@ -7,10 +7,10 @@ import time
 from pathlib import Path
 
 import pytest
-from django.db import connection
+
+from goclaw.management.commands.up import database_url
 
 from tests.factories import make_agent
-from tools_app import pipeline
 from tools_app.base import Tool, ToolResult
 from tools_app.models import ToolPolicy, ToolProfile
 from tools_app.policy import PolicyInput, explain, resolve
@@ -235,8 +235,7 @@ def test_profiles_are_data_and_admins_can_add_one(admin_client, reg):
 def test_a_change_made_here_reaches_another_process(tmp_path):
     """A second process (as an API or worker process would) drops its cached catalog after the change commits."""
     agent = make_agent(key="xproc")
-    db = connection.settings_dict
-    url = f"postgresql://{db['USER']}@/{db['NAME']}?host={db['HOST']}"
+    url = database_url()
     script = (
         "import django, sys, time; django.setup()\n"
         "from tools_app.models import Agent; from tools_app.policy import PolicyInput, resolve\n"
