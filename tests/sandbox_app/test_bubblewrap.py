@@ -385,7 +385,7 @@ def broken_backends():
     backends.register_backend("docker", broken_docker)
     yield
     backends.register_backend("bubblewrap", backends._bubblewrap_factory)
-    backends.reset_backend("docker")
+    backends.register_backend("docker", backends._docker_factory)
 
 
 def test_auto_never_falls_back_to_host(ws, broken_backends):
