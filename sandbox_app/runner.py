@@ -57,7 +57,9 @@ def system_tool(name: str) -> str | None:
     return shutil.which(name, path=_SYSTEM_PATH)
 
 
-class _Stream:
+class OutputStream:
+    """One output stream: keeps the first `limit` bytes (minus an expected marker prefix), drops the rest."""
+
     __slots__ = ("buf", "limit", "truncated", "prefix", "seen", "expecting")
 
     def __init__(self, limit: int, prefix: bytes = b"") -> None:
@@ -139,8 +141,8 @@ class Launch:
 class Completed:
     returncode: int | None
     timed_out: bool
-    stdout: _Stream
-    stderr: _Stream
+    stdout: OutputStream
+    stderr: OutputStream
     duration_ms: float
     inner_marker_seen: bool = True
 
@@ -240,8 +242,8 @@ class ProcessRunner:
             ProcessRunner._kill_tree(pgid, launch, signal.SIGTERM)
 
     def _supervise(self, proc: subprocess.Popen, pgid: int, launch: Launch, limits: ExecLimits,
-                   stdin: bytes | None, start: float, marker: bytes) -> tuple[bool, _Stream, _Stream]:
-        out, err = _Stream(limits.max_output_bytes, marker), _Stream(limits.max_output_bytes)
+                   stdin: bytes | None, start: float, marker: bytes) -> tuple[bool, OutputStream, OutputStream]:
+        out, err = OutputStream(limits.max_output_bytes, marker), OutputStream(limits.max_output_bytes)
         sel = selectors.DefaultSelector()
         pidfd = None
         try:
@@ -270,7 +272,7 @@ class ProcessRunner:
             exited_at: float | None = None
 
             def readers_open() -> bool:
-                return any(isinstance(k.data, _Stream) for k in sel.get_map().values())
+                return any(isinstance(k.data, OutputStream) for k in sel.get_map().values())
 
             while True:
                 now = time.monotonic()
@@ -320,7 +322,7 @@ class ProcessRunner:
             sel.close()
 
     @staticmethod
-    def _read(sel: selectors.BaseSelector, fd: int, stream: _Stream) -> bool:
+    def _read(sel: selectors.BaseSelector, fd: int, stream: OutputStream) -> bool:
         """Read once; returns False (and unregisters) at EOF."""
         try:
             data = os.read(fd, _READ_CHUNK)
@@ -356,11 +358,11 @@ class ProcessRunner:
     def _final_drain(self, sel: selectors.BaseSelector) -> None:
         """After the group kill: take what is already buffered / arrives within a short moment."""
         for key in list(sel.get_map().values()):
-            if not isinstance(key.data, _Stream):
+            if not isinstance(key.data, OutputStream):
                 sel.unregister(key.fd)
         end = time.monotonic() + min(0.5, self.drain_seconds)
         while True:
-            keys = [k for k in sel.get_map().values() if isinstance(k.data, _Stream)]
+            keys = [k for k in sel.get_map().values() if isinstance(k.data, OutputStream)]
             if not keys:
                 return
             remaining = end - time.monotonic()
@@ -368,7 +370,7 @@ class ProcessRunner:
                 return
             ready = sel.select(remaining)
             for key, _ in ready:
-                if isinstance(key.data, _Stream):
+                if isinstance(key.data, OutputStream):
                     self._read(sel, key.fd, key.data)
 
 

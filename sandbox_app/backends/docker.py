@@ -24,7 +24,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from sandbox_app.runner import PIDS_BACKSTOP
+from sandbox_app.runner import PIDS_BACKSTOP, OutputStream
 from sandbox_app.services import ExecLimits, ExecResult, SandboxError, SandboxSpec
 
 logger = logging.getLogger(__name__)
@@ -99,37 +99,14 @@ def _sandbox_user(workspace_real: str) -> tuple[int, int]:
     return identity.uid, identity.gid
 
 
-class _Capped:
-    """One output stream: keeps the first `limit` bytes, counts the rest as dropped."""
-
-    __slots__ = ("buf", "limit", "truncated")
-
-    def __init__(self, limit: int) -> None:
-        self.buf = bytearray()
-        self.limit = limit
-        self.truncated = False
-
-    def feed(self, data: memoryview | bytes) -> None:
-        room = self.limit - len(self.buf)
-        if room >= len(data):
-            self.buf += data
-        else:
-            if room > 0:
-                self.buf += data[:room]
-            self.truncated = True
-
-    def text(self) -> str:
-        return bytes(self.buf).decode("utf-8", errors="replace")
-
-
 class _Demux:
     """Splits the engine's multiplexed attach stream (8-byte frame headers) into stdout and stderr."""
 
-    def __init__(self, out: _Capped, err: _Capped) -> None:
+    def __init__(self, out: OutputStream, err: OutputStream) -> None:
         self.streams = {1: out, 2: err}
         self.header = bytearray()
         self.remaining = 0
-        self.target: _Capped | None = None
+        self.target: OutputStream | None = None
 
     def feed(self, data: memoryview) -> None:
         while data:
@@ -204,7 +181,7 @@ class DockerBackend:
         raw = sock = None
         threads: list[threading.Thread] = []
         try:
-            out, err = _Capped(limits.max_output_bytes), _Capped(limits.max_output_bytes)
+            out, err = OutputStream(limits.max_output_bytes), OutputStream(limits.max_output_bytes)
             try:
                 raw, sock = self._attach(cid, stdin is not None)
             except SandboxError:
@@ -472,7 +449,7 @@ def _exit_code(status: int) -> int:
     return status
 
 
-def _raise_if_exec_failed(err: _Capped, program: str) -> None:
+def _raise_if_exec_failed(err: OutputStream, program: str) -> None:
     """docker-init reports a failed exec as exit 127 and "[FATAL tini (N)] exec X failed: <reason>":
     that is a process that could not be started, so SandboxError, as on the other backends."""
     text = bytes(err.buf[:400]).decode("utf-8", errors="replace").strip()

@@ -26,6 +26,7 @@ from sandbox_app.services import (
     sandbox_capabilities,
     sandbox_exec,
 )
+from tests.sandbox_app.procs import live_pids_with_cmdline
 
 MIB = 1024 * 1024
 
@@ -42,29 +43,11 @@ def sandbox_uid() -> int:
     return pwd.getpwnam(SANDBOX_USER).pw_uid
 
 
-def leftovers(token: str) -> list[int]:
-    """Live host processes whose command line carries `token`."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                if token.encode() not in fh.read():
-                    continue
-            with open(f"/proc/{entry}/stat") as fh:
-                if fh.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
-                    found.append(int(entry))
-        except (OSError, IndexError):
-            pass
-    return found
-
-
 def wait_no_leftovers(token: str, seconds: float = 5.0) -> list[int]:
     end = time.monotonic() + seconds
-    while leftovers(token) and time.monotonic() < end:
+    while live_pids_with_cmdline(token) and time.monotonic() < end:
         time.sleep(0.05)
-    return leftovers(token)
+    return live_pids_with_cmdline(token)
 
 
 class Listener:

@@ -17,6 +17,7 @@ import pytest
 from sandbox_app.backends.docker import LABEL, DockerBackend
 from sandbox_app.identity import prepare_workspace, sandbox_identity
 from sandbox_app.services import ExecLimits, SandboxError, SandboxSpec, sandbox_exec
+from tests.sandbox_app.procs import live_pids_with_cmdline
 from tests.sandbox_app.dockerd import docker_engine  # noqa: F401  (session fixture)
 
 MIB = 1024 * 1024
@@ -45,22 +46,6 @@ def run(backend, command, workspace, *, argv=None, cwd=None, env=None, stdin=Non
         limits=ExecLimits(**{"timeout_seconds": 20, **limits}), spec=spec or SandboxSpec(backend="docker"),
         stdin=stdin,
     )
-
-
-def host_pids_with_cmdline(*parts: str) -> list[int]:
-    wanted = "\0".join(parts)
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                cmdline = fh.read().decode(errors="replace")
-        except OSError:
-            continue
-        if wanted in cmdline:
-            found.append(int(entry))
-    return found
 
 
 def sandbox_containers(engine) -> list[dict]:
@@ -317,7 +302,7 @@ def test_a_sleeping_grandchild_dies_at_the_timeout(backend, workspace):
 
     def watch():
         while not done.is_set() and not seen.is_set():
-            if host_pids_with_cmdline("sleep", marker):
+            if live_pids_with_cmdline("sleep", marker):
                 seen.set()
             done.wait(0.05)
 
@@ -331,7 +316,7 @@ def test_a_sleeping_grandchild_dies_at_the_timeout(backend, workspace):
         watcher.join()
     assert r.timed_out and r.exit_code is None
     assert seen.is_set()  # the grandchildren did run ...
-    assert host_pids_with_cmdline("sleep", marker) == []  # ... and none outlived the run
+    assert live_pids_with_cmdline("sleep", marker) == []  # ... and none outlived the run
 
 
 def test_no_container_is_left_behind(docker_engine, backend, workspace):  # noqa: F811
