@@ -12,8 +12,12 @@ from sandbox_app.selftest import sandbox_selftest_run
 
 def platform_paths() -> dict[str, str]:
     """Real paths of this instance that no sandboxed process may reach."""
-    return {"data directory": str(settings.DATA_DIR), "workspaces": str(settings.WORKSPACES_DIR),
-            "checkout": str(settings.BASE_DIR)}
+    paths = {"data directory": str(settings.DATA_DIR), "workspaces": str(settings.WORKSPACES_DIR),
+             "checkout": str(settings.BASE_DIR), "root's home": "/root"}
+    socket_dir = settings.DATABASES["default"].get("HOST") or ""
+    if socket_dir.startswith("/"):
+        paths["database socket directory"] = socket_dir
+    return paths
 
 
 @admin.register(SandboxProfile)

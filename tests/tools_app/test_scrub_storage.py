@@ -205,3 +205,45 @@ def test_labels_keep_ordinary_values_and_tell_redacted_ones_apart():
     long = "k" * 300
     assert len(pipeline.label(long, 200)) == 200 and pipeline.label(long, 200) != pipeline.label(long + "k", 200)
     assert pipeline.label("a\x00b", 64) != pipeline.label("a\ufffdb", 64)
+
+
+class WhoAmITool(Tool):
+    """Needs a person's approval for every call; answers with a digest of the ids it ran with."""
+
+    name = "whoami_held"
+    description = "digest of the caller's ids"
+    always_require_approval = True
+    parameters = {"type": "object", "properties": {}, "additionalProperties": False}
+
+    def run(self, ctx, args):
+        import hashlib
+
+        ids = "|".join((ctx.user_id, ctx.session_key, ctx.channel, ctx.chat_id))
+        return ToolResult(for_llm=hashlib.sha256(ids.encode()).hexdigest())
+
+
+def raw_rows(table: str) -> str:
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT coalesce(json_agg(row_to_json(t))::text, '') FROM {table} t")  # noqa: S608 - fixed names
+        return cur.fetchone()[0]
+
+
+def test_held_calls_store_only_labels_and_resume_with_the_real_ids(django_user_model):
+    import hashlib
+
+    from tools_app.services import approvals as svc
+
+    reg = registry.clone()
+    reg.register(WhoAmITool())
+    agent = make_agent()
+    call = secret_call(agent, "whoami_held", {})
+    pending = pipeline.execute(call, reg)
+    assert pending.status == "pending_approval"
+    assert_clean(raw_rows("tools_app_approvalrequest"))  # user, session, channel and chat: labels only
+
+    staff = django_user_model.objects.create_user("approver", password="pw-approver-1", is_staff=True)
+    svc.approval_decide(approval_id=pending.extra["approval_id"], decision="allow_once", actor=staff)
+    done = svc.approval_execute(approval_id=pending.extra["approval_id"], agent=agent, arguments={}, reg=reg)
+    real = "|".join((call.user_id, call.session_key, call.channel, call.chat_id))
+    assert done.for_llm == hashlib.sha256(real.encode()).hexdigest()  # the tool ran with the real ids
+    assert_clean(raw_rows("tools_app_approvalrequest") + raw_rows("tools_app_toolinvocation"))

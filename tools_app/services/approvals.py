@@ -34,6 +34,7 @@ from tools_app.base import Tool, ToolContext
 from tools_app.choices import AgentMode, ApprovalDecision, ApprovalStatus, PendingChangeStatus, PermissionScope, RuleMatch
 from tools_app.models import Agent, ApprovalRequest, ApprovalRule, PendingChange, ToolPermission
 from tools_app.paths import PathError, is_within, resolve_in_workspace, workspace_root
+from tools_app.pipeline import labels_of
 
 logger = logging.getLogger("goclaw.approvals")
 
@@ -969,8 +970,9 @@ def approval_gate(ctx: ToolContext, tool: Tool, args: dict, call) -> Any:
     from tools_app.pipeline import ApprovalVerdict
 
     try:
+        labels = labels_of(ctx)  # approvals store and compare the scrubbed labels of caller-chosen ids
         decision = approval_resolve(agent=call.agent, tool=tool, args=args, config=ctx.settings,
-                                    user_id=ctx.user_id, session_key=ctx.session_key, workspace=ctx.workspace)
+                                    user_id=labels.user_id, session_key=labels.session_key, workspace=ctx.workspace)
         if decision.action == "allow":
             return ApprovalVerdict("allow")
         if decision.action == "deny":
@@ -981,7 +983,7 @@ def approval_gate(ctx: ToolContext, tool: Tool, args: dict, call) -> Any:
                                               "person to accept it; it has not been applied yet.",
                                    {"pending_change_id": str(change.id)})
         if not tool.always_require_approval:
-            rule = approval_rule_match(agent=call.agent, tool=tool, args=args, user_id=ctx.user_id,
+            rule = approval_rule_match(agent=call.agent, tool=tool, args=args, user_id=labels.user_id,
                                        workspace=ctx.workspace)
             if rule is not None:
                 return ApprovalVerdict("allow")
@@ -1032,9 +1034,10 @@ def approval_request_create(*, agent: Agent, tool: Tool, args: dict, ctx: ToolCo
     if tool.always_require_approval:
         details["always_require_approval"] = True  # no allow-always rule for it
     now = timezone.now()
+    request_id = uuid.uuid4()
+    identity, stored_context = _stored_identity(ctx, call_context or {}, request_id)
     req = ApprovalRequest.objects.create(
-        agent=agent, user_id=pg_text(ctx.user_id[:255]), session_key=pg_text(ctx.session_key[:255]), channel=pg_text(ctx.channel[:64]),
-        call_context=pg_json(call_context or {}), tool_name=tool.name, arguments=pg_json(safe_args), args_hash=arguments_hash(tool.name, args), summary=pg_text(summary),
+        id=request_id, agent=agent, **identity, call_context=pg_json(stored_context), tool_name=tool.name, arguments=pg_json(safe_args), args_hash=arguments_hash(tool.name, args), summary=pg_text(summary),
         details=pg_json(details), reason=pg_text(reason[:500]), requested_at=now, expires_at=now + approval_timeout(ctx.settings),
     )
     _publish("approval.requested", req)
@@ -1177,8 +1180,9 @@ def _vet(call, reg) -> tuple[Tool | None, ToolContext, dict, list[str], Any]:
     pre = hooks.run_pre(ctx, tool, call.arguments)
     if pre.blocked:
         return tool, ctx, call.arguments, pre.observations, _refused(S.DENIED, pre.blocked, pre.observations)
+    labels = labels_of(ctx)
     decision = approval_resolve(agent=call.agent, tool=tool, args=pre.args, config=ctx.settings,
-                                user_id=ctx.user_id, session_key=ctx.session_key, workspace=ctx.workspace)
+                                user_id=labels.user_id, session_key=labels.session_key, workspace=ctx.workspace)
     if decision.action == "deny":
         return tool, ctx, pre.args, pre.observations, _refused(S.DENIED, decision.reason, pre.observations)
     return tool, ctx, pre.args, pre.observations, None
@@ -1209,13 +1213,44 @@ def call_context_of(call) -> dict:
             "subagent_depth": call.subagent_depth, "request_allow": call.request_allow}
 
 
+def _identity_seal_context(row_id) -> str:
+    return f"goclaw:call-identity:{row_id}"
+
+
+def _stored_identity(ctx: ToolContext, call_context: dict, row_id) -> tuple[dict, dict]:
+    """(columns, call_context) to store for a held call: the scrubbed labels of the caller-chosen ids (user,
+    session, channel, chat), and — only when a label differs from the real value (an id that looks like a
+    credential) — the real values sealed (AES-256-GCM, bound to the row) so the call resumes exactly."""
+    labels = labels_of(ctx)
+    real = {"user_id": ctx.user_id, "session_key": ctx.session_key, "channel": ctx.channel,
+            "chat_id": str(call_context.get("chat_id") or "")}
+    shown = {"user_id": labels.user_id, "session_key": labels.session_key, "channel": labels.channel,
+             "chat_id": labels.chat_id}
+    context = {**call_context, "chat_id": shown["chat_id"]}
+    if real != shown:
+        context["sealed_identity"] = crypto.encrypt_json(real, associated_data=_identity_seal_context(row_id))
+    columns = {"user_id": pg_text(shown["user_id"][:255]), "session_key": pg_text(shown["session_key"][:255]),
+               "channel": pg_text(shown["channel"][:64])}
+    return columns, context
+
+
+def call_identity(row) -> dict:
+    """The real user id, session key, channel and chat id of a held call (unsealed when they were sealed)."""
+    context = row.call_context or {}
+    if context.get("sealed_identity"):
+        return crypto.decrypt_json(context["sealed_identity"], associated_data=_identity_seal_context(row.pk))
+    return {"user_id": row.user_id, "session_key": row.session_key, "channel": row.channel,
+            "chat_id": context.get("chat_id", "")}
+
+
 def _call_for(row, arguments: dict):
     from tools_app.pipeline import ToolCall
 
     context = row.call_context or {}
-    return ToolCall(agent=row.agent, tool=row.tool_name, arguments=arguments, user_id=row.user_id,
-                    session_key=row.session_key, channel=row.channel, provider=context.get("provider", ""),
-                    chat_id=context.get("chat_id", ""), peer_kind=context.get("peer_kind", ""),
+    real = call_identity(row)
+    return ToolCall(agent=row.agent, tool=row.tool_name, arguments=arguments, user_id=real["user_id"],
+                    session_key=real["session_key"], channel=real["channel"], provider=context.get("provider", ""),
+                    chat_id=real["chat_id"], peer_kind=context.get("peer_kind", ""),
                     subagent_depth=context.get("subagent_depth", 0), request_allow=context.get("request_allow"))
 
 
@@ -1300,7 +1335,7 @@ def _rule_workspace(req: ApprovalRequest):
     from tools_app.pipeline import workspace_for
 
     try:
-        return workspace_for(req.agent, req.user_id)
+        return workspace_for(req.agent, call_identity(req)["user_id"])
     except Exception:  # no usable workspace: path checks fail closed
         logger.exception("approval %s: no workspace for the rule check", req.pk)
         return None
@@ -1556,9 +1591,9 @@ def pending_change_create(*, agent: Agent, tool: Tool, args: dict, ctx: ToolCont
     summary, _ = approval_summary(tool, args, ctx.workspace)
     display, _ = default_scrubber.scrub_data(args)
     change_id = uuid.uuid4()
+    identity, stored_context = _stored_identity(ctx, call_context or {}, change_id)
     change = PendingChange.objects.create(
-        id=change_id, agent=agent, user_id=pg_text(ctx.user_id[:255]), session_key=pg_text(ctx.session_key[:255]),
-        channel=pg_text(ctx.channel[:64]), call_context=pg_json(call_context or {}), tool_name=tool.name,
+        id=change_id, agent=agent, **identity, call_context=pg_json(stored_context), tool_name=tool.name,
         path=_scrubbed(pg_text(str(args.get("path", ""))[:4096])), arguments=pg_json(display),
         sealed_arguments=crypto.encrypt_json(args, associated_data=pending_change_seal_context(change_id)),
         args_hash=arguments_hash(tool.name, args), summary=pg_text(summary),
