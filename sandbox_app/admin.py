@@ -13,7 +13,7 @@ from sandbox_app.selftest import sandbox_selftest_run
 def platform_paths() -> dict[str, str]:
     """Real paths of this instance that no sandboxed process may reach."""
     paths = {"data directory": str(settings.DATA_DIR), "workspaces": str(settings.WORKSPACES_DIR),
-             "checkout": str(settings.BASE_DIR), "root's home": "/root"}
+             "checkout": str(settings.BASE_DIR), "home of root": "/root"}
     socket_dir = settings.DATABASES["default"].get("HOST") or ""
     if socket_dir.startswith("/"):
         paths["database socket directory"] = socket_dir

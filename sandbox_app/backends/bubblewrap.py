@@ -20,6 +20,7 @@ Exit codes: bwrap reports a program killed by signal N as 128+N (as a shell does
 """
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 from pathlib import Path
@@ -58,6 +59,65 @@ _EXEC_SCRIPT = 'printf "goclaw:started\\n"; exec "$@"'
 _GATEWAY_SCRIPT = 'mount --bind -- "$1" "$2" >/dev/null || exit 125; shift 2; exec "$@"'
 
 
+def _gateway_root() -> None:
+    """GATEWAY exists, is a real directory owned by root, mode 0711 (searchable, not listable)."""
+    GATEWAY.mkdir(mode=0o711, exist_ok=True)
+    st = os.lstat(GATEWAY)
+    if st.st_uid != 0 or not os.path.isdir(GATEWAY) or os.path.islink(GATEWAY):
+        raise SandboxError(f"{GATEWAY} is not a root-owned directory")
+    os.chmod(GATEWAY, 0o711)
+
+
+def prepared_etc(identity: SandboxIdentity) -> Path | None:
+    """One read-only /etc for every run, built once per content (as root): copies of the public `ETC_FILES`
+    (symlinks kept as symlinks) plus the sandbox's own passwd/group, in GATEWAY/etc-<digest>. Binding it is
+    one mount instead of ~17 per run. None when it can't be built (not root, ...): runs then bind file by file.
+    The digest covers every source's metadata, so a changed host file gives a new directory at the next start."""
+    import hashlib
+    import shutil
+    import uuid
+
+    if not identity.switch:
+        return None
+    passwd, group = passwd_lines(identity)
+    digest = hashlib.sha256((passwd + group).encode())
+    sources = [name for name in ETC_FILES if os.path.exists(os.path.join("/etc", name))]
+    for name in sources:
+        st = os.lstat(os.path.join("/etc", name))
+        digest.update(f"{name}:{st.st_mode}:{st.st_size}:{st.st_mtime_ns}:{st.st_ino}\n".encode())
+    final = GATEWAY / f"etc-{digest.hexdigest()[:24]}"
+    try:
+        _gateway_root()
+        if final.is_dir() and not final.is_symlink() and final.lstat().st_uid == 0:
+            return final
+        tmp = GATEWAY / f".etc-{uuid.uuid4().hex}"
+        tmp.mkdir(mode=0o755)
+        try:
+            for name in sources:
+                src, dst = Path("/etc", name), tmp / name
+                dst.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+                if src.is_dir() and not src.is_symlink():
+                    shutil.copytree(src, dst, symlinks=True)
+                else:
+                    shutil.copy2(src, dst, follow_symlinks=False)
+            for name, content in (("passwd", passwd), ("group", group)):
+                (tmp / name).write_text(content)
+                (tmp / name).chmod(0o644)
+            tmp.chmod(0o755)
+            os.rename(tmp, final)
+        except FileExistsError:
+            pass  # another process built the same content first
+        except OSError as exc:
+            if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                raise
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+    except (OSError, SandboxError):
+        return None
+    return final if final.is_dir() else None
+
+
 def bwrap_info(path: str | None = None) -> dict:
     """Path, version and feature flags of the bwrap binary (no sandbox is started)."""
     path = path or system_tool("bwrap")
@@ -92,6 +152,7 @@ class BubblewrapBackend:
         self.disable_userns: bool = info["disable_userns"]
         self.identity: SandboxIdentity = sandbox_identity()
         self.runner = ProcessRunner(drain_seconds=drain_seconds, poll_interval=poll_interval)
+        self.etc_dir: Path | None = prepared_etc(self.identity)
         self._self_test()
 
     # --- the command line -------------------------------------------------------------------------
@@ -125,6 +186,21 @@ class BubblewrapBackend:
             if os.path.exists(src):  # follows symlinks: a dangling one is skipped
                 args += ["--ro-bind", src, src]
         return args
+
+    def _etc_mounts(self, *, network: bool, fds: list[int]) -> tuple[list[str], list[int]]:
+        """(bwrap arguments, fds to pass) for /etc: the prepared directory in one bind where there is one and
+        the network is off (it has no resolv.conf), else file by file with passwd/group from pipes."""
+        if not network and self.etc_dir is not None and self.etc_dir.is_dir():
+            return ["--ro-bind", str(self.etc_dir), "/etc"], []
+        args, data_fds = self._etc_args(network=network), []
+        for name, content in zip(("passwd", "group"), passwd_lines(self.identity)):
+            r, w = os.pipe()
+            fds.append(r)
+            os.write(w, content.encode())  # a few hundred bytes: fits the pipe buffer
+            os.close(w)
+            data_fds.append(r)
+            args += ["--perms", "0644", "--ro-bind-data", str(r), f"/etc/{name}"]
+        return args, data_fds
 
     @staticmethod
     def _ro_bind_args(ro_binds: tuple[str, ...]) -> list[str]:
@@ -184,11 +260,7 @@ class BubblewrapBackend:
                                "and no mount gateway is available (needs root, unshare and mount)")
         target = GATEWAY / "ws"
         try:
-            GATEWAY.mkdir(mode=0o711, exist_ok=True)
-            st = os.lstat(GATEWAY)
-            if st.st_uid != 0 or not os.path.isdir(GATEWAY) or os.path.islink(GATEWAY):
-                raise SandboxError(f"{GATEWAY} is not a root-owned directory")
-            os.chmod(GATEWAY, 0o711)
+            _gateway_root()
             target.mkdir(mode=0o755, exist_ok=True)
         except OSError as exc:
             raise SandboxError(f"cannot prepare the workspace gateway {GATEWAY}: {exc.strerror}") from None
@@ -231,20 +303,11 @@ class BubblewrapBackend:
                 root_prefix = prefix + [str(workspace), target]
                 ws_args = ["--bind", target, WORKSPACE_MOUNT]
                 bwrap_fds = ()
-            passwd, group = passwd_lines(self.identity)
-            data_fds = []
-            for content in (passwd, group):
-                r, w = os.pipe()
-                fds.append(r)
-                os.write(w, content.encode())  # a few hundred bytes: fits the pipe buffer
-                os.close(w)
-                data_fds.append(r)
+            etc_args, data_fds = self._etc_mounts(network=network, fds=fds)
 
             bwrap_argv = [
                 self.bwrap, *self._isolation_args(network=network),
-                *self._system_args(), *self._etc_args(network=network),
-                "--perms", "0644", "--ro-bind-data", str(data_fds[0]), "/etc/passwd",
-                "--perms", "0644", "--ro-bind-data", str(data_fds[1]), "/etc/group",
+                *self._system_args(), *etc_args,
                 "--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp",
                 *ws_args,
                 *extra_binds,
