@@ -42,12 +42,16 @@ _WRITE_CHUNK = 65536
 _KILL_WAIT_SECONDS = 5.0
 _SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 
-# $1 = number of cgroup.procs files, then the files, then the program's argv. (dash: no fds > 9, so
-# the success report goes to stdout, ahead of anything the program can write.)
+# The setup step's success report (dash: no fds > 9, so it goes to stdout, ahead of anything the program writes).
 _JOINED_MARKER = b"goclaw:cgroup-joined\n"
-_JOIN_SCRIPT = (
-    'n=$1; shift; '
+# The one root step before the rest of the chain: join the run's cgroups (before anything can fork), make the
+# run's bind mounts (inside the private mount namespace `unshare` gave it, so nothing leaks to the host or outlives
+# the run), print the marker, exec the rest. Arguments: MOUNT N CGROUP_FILE... M SRC DST ..., then the chain.
+_SETUP_SCRIPT = (
+    'mnt=$1; n=$2; shift 2; '
     'while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done; '
+    'm=$1; shift; '
+    'while [ "$m" -gt 0 ]; do "$mnt" --bind -- "$1" "$2" >/dev/null || exit 125; shift 2; m=$((m-1)); done; '
     'printf "goclaw:cgroup-joined\\n" || exit 125; exec "$@"'
 )
 
@@ -126,9 +130,9 @@ class Launch:
     identity: SandboxIdentity | None = None  # setpriv to it when identity.switch
     rlimits: dict[str, str] = field(default_factory=dict)  # prlimit long option -> value, e.g. {"nofile": "64"}
     cgroup: RunCgroup | None = None
-    # Steps run as the server's user after the cgroup join and before the RLIMITs / privilege drop
-    # (each exec's the rest of the chain), e.g. bubblewrap's private-mount-namespace workspace gateway.
-    root_prefix: list[str] = field(default_factory=list)
+    # (source, target) bind mounts made as the server's user in a private mount namespace before the RLIMITs /
+    # privilege drop, e.g. bubblewrap's workspace gateway.
+    root_binds: tuple[tuple[str, str], ...] = ()
     # A marker the innermost step prints to stdout right before exec'ing the program (bubblewrap: proof
     # that the sandbox was set up and the program was about to start); stripped from the output.
     inner_marker: bytes = b""
@@ -157,10 +161,16 @@ class ProcessRunner:
     @staticmethod
     def chain(launch: Launch) -> list[str]:
         argv: list[str] = []
-        if launch.cgroup is not None:
-            files = launch.cgroup.procs_files
-            argv += ["/bin/sh", "-c", _JOIN_SCRIPT, "goclaw-join", str(len(files)), *files]
-        argv += launch.root_prefix
+        if launch.root_binds:
+            unshare, mount = system_tool("unshare"), system_tool("mount")
+            if unshare is None or mount is None:
+                raise SandboxError("cannot make the run's mounts: util-linux unshare and mount are needed")
+            argv += [unshare, "--mount", "--propagation", "private", "--"]
+        if launch.cgroup is not None or launch.root_binds:
+            files = launch.cgroup.procs_files if launch.cgroup is not None else []
+            binds = [path for pair in launch.root_binds for path in pair]
+            argv += ["/bin/sh", "-c", _SETUP_SCRIPT, "goclaw-setup", system_tool("mount") or "mount",
+                     str(len(files)), *files, str(len(launch.root_binds)), *binds]
         if launch.rlimits:
             prlimit = system_tool("prlimit")
             if prlimit is None:
@@ -178,7 +188,7 @@ class ProcessRunner:
 
     def run(self, launch: Launch, limits: ExecLimits, stdin: bytes | None) -> Completed:
         argv = self.chain(launch)
-        join_marker = _JOINED_MARKER if launch.cgroup is not None else b""
+        join_marker = _JOINED_MARKER if launch.cgroup is not None or launch.root_binds else b""
         marker = join_marker + launch.inner_marker
         start = time.monotonic()
         try:
@@ -219,7 +229,7 @@ class ProcessRunner:
             returncode = None
         duration_ms = (time.monotonic() - start) * 1000.0
         if out.matched < len(join_marker):
-            raise SandboxError("could not place the process in its cgroup; it was not run")
+            raise SandboxError("could not place the process in its cgroup or make its mounts; it was not run")
         return Completed(returncode=None if timed_out else returncode, timed_out=timed_out,
                          stdout=out, stderr=err, duration_ms=duration_ms,
                          inner_marker_seen=out.matched == len(marker))

@@ -56,7 +56,6 @@ GATEWAY = Path("/run/goclaw-sandbox")
 _STARTED_MARKER = b"goclaw:started\n"
 _EXEC_SCRIPT = 'printf "goclaw:started\\n"; exec "$@"'
 
-_GATEWAY_SCRIPT = 'mount --bind -- "$1" "$2" >/dev/null || exit 125; shift 2; exec "$@"'
 
 
 def _gateway_root() -> None:
@@ -251,9 +250,10 @@ class BubblewrapBackend:
                 return False
         return True
 
-    def _gateway(self) -> tuple[list[str], str]:
-        """(root chain prefix, mount point) for binding a workspace whose ancestors the sandbox user can't
-        search. Fails closed when the gateway can't be prepared."""
+    def _gateway(self) -> str:
+        """The mount point for binding a workspace whose ancestors the sandbox user can't search (the run's
+        setup step binds the workspace there in its private mount namespace). Fails closed when the gateway
+        can't be prepared."""
         unshare, mount = system_tool("unshare"), system_tool("mount")
         if not self.identity.switch or unshare is None or mount is None:
             raise SandboxError("the workspace's parent directories are not searchable by the sandbox user "
@@ -266,8 +266,7 @@ class BubblewrapBackend:
             raise SandboxError(f"cannot prepare the workspace gateway {GATEWAY}: {exc.strerror}") from None
         if not self._searchable_by_sandbox(target):
             raise SandboxError(f"the workspace gateway {GATEWAY} is not searchable by the sandbox user")
-        return [unshare, "--mount", "--propagation", "private", "--", "/bin/sh", "-c", _GATEWAY_SCRIPT,
-                "goclaw-gateway"], str(target)
+        return str(target)
 
     # --- running ----------------------------------------------------------------------------------
 
@@ -289,7 +288,7 @@ class BubblewrapBackend:
             env["HOME"] = WORKSPACE_MOUNT + home[len(str(workspace)):]
 
         prepare_workspace(workspace, self.identity)
-        root_prefix: list[str] = []
+        root_binds: tuple[tuple[str, str], ...] = ()
         fds: list[int] = []
         try:
             if self._searchable_by_sandbox(workspace):
@@ -299,8 +298,8 @@ class BubblewrapBackend:
                 ws_args = ["--bind-fd", str(ws_fd), WORKSPACE_MOUNT]
                 bwrap_fds: tuple[int, ...] = (ws_fd,)
             else:
-                prefix, target = self._gateway()
-                root_prefix = prefix + [str(workspace), target]
+                target = self._gateway()
+                root_binds = ((str(workspace), target),)
                 ws_args = ["--bind", target, WORKSPACE_MOUNT]
                 bwrap_fds = ()
             etc_args, data_fds = self._etc_mounts(network=network, fds=fds)
@@ -316,7 +315,7 @@ class BubblewrapBackend:
                 "--", "/bin/sh", "-c", _EXEC_SCRIPT, "goclaw-exec", *argv,
             ]
             launch = Launch(argv=bwrap_argv, env=env, cwd="/", pass_fds=(*bwrap_fds, *data_fds),
-                            identity=self.identity, term_spares_leader=True, root_prefix=root_prefix,
+                            identity=self.identity, term_spares_leader=True, root_binds=root_binds,
                             inner_marker=_STARTED_MARKER)
             enforced, cgroup = apply_limits(launch, limits, overhead_pids=2)  # bwrap monitor + its init
             try:
