@@ -177,8 +177,8 @@ def workspace_owner_ensure(root: str) -> None:
         identity = sandbox_identity()
         if os.stat(root, follow_symlinks=False).st_uid == identity.uid:
             return
+        prepare_workspace(Path(root), identity)  # refuses system and shared directories, then hands the root over
         _adopt_tree(root, identity.uid, identity.gid)
-        prepare_workspace(Path(root), identity)
     except (SandboxError, OSError) as exc:
         raise PathError(f"the workspace could not be prepared for the sandbox: {exc}") from None
 

@@ -4,6 +4,7 @@ database, other agents' workspaces or the network; the audit row says where the 
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -92,3 +93,30 @@ def test_calls_that_start_no_process_record_no_sandbox(api):
     body = api.post("/api/v1/tools/execute", {"tool": "datetime", "arguments": {}}, format="json").json()
     row = ToolInvocation.objects.get(pk=body["invocation_id"])
     assert (row.sandbox_backend, row.sandbox_profile) == ("", "")
+
+
+def _call(api, tool, **arguments):
+    return api.post("/api/v1/tools/execute", {"tool": tool, "arguments": arguments}, format="json").json()
+
+
+def test_what_the_file_tools_write_the_sandbox_can_change_and_the_reverse(api, agent):
+    import pwd
+
+    assert _call(api, "write_file", path="src/app.txt", content="v1\n")["status"] == "ok"
+    body = _call(api, "exec", command="echo v2 >> src/app.txt && mkdir -p out && echo made > out/r.txt && echo ok")
+    assert body["status"] == "ok", body["for_llm"]
+    assert (agent.workspace_path / "src" / "app.txt").read_text() == "v1\nv2\n"
+    assert _call(api, "read_file", path="out/r.txt")["for_llm"].strip().endswith("made")
+    sandbox_uid = pwd.getpwnam("goclaw-sandbox").pw_uid
+    assert (agent.workspace_path / "src").stat().st_uid == sandbox_uid  # created by the server, owned by the sandbox
+
+
+def test_a_workspace_made_before_the_sandbox_is_handed_over_once(api, agent):
+    legacy = agent.workspace_path / "old"
+    legacy.mkdir(parents=True, mode=0o700)
+    (legacy / "notes.txt").write_text("kept\n")
+    (agent.workspace_path / "outside").symlink_to("/etc")  # never followed by the hand-over
+    body = _call(api, "exec", command="cat old/notes.txt && echo more >> old/notes.txt && echo ok")
+    assert body["status"] == "ok", body["for_llm"]
+    assert (legacy / "notes.txt").read_text() == "kept\nmore\n"
+    assert Path("/etc").stat().st_uid == 0 and Path("/etc/hostname").stat().st_uid == 0  # the link's target kept its owner
