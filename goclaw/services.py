@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
+import time
 from datetime import timedelta
 
 from django.db import connection, transaction
@@ -58,6 +60,32 @@ HEALTH_CHECKS: dict = {}
 def health_check_register(name: str, probe) -> None:
     """Add an app's probe to /healthz; it must answer quickly and report (not raise) what is wrong."""
     HEALTH_CHECKS[name] = probe
+
+
+_health_lock = threading.Lock()
+_health_last: tuple[float, dict] | None = None
+
+
+def health_status_shared() -> dict:
+    """`health_status()` run by one thread at a time and reused for HEALTH_CACHE_SECONDS: a burst of /healthz
+    requests costs one round of probes, and while one thread probes, the others answer with the last result
+    instead of queueing behind it (only the very first probe of a process makes others wait)."""
+    global _health_last
+    from django.conf import settings
+
+    last = _health_last
+    if last is not None and time.monotonic() - last[0] < settings.HEALTH_CACHE_SECONDS:
+        return last[1]
+    if not _health_lock.acquire(blocking=last is None):
+        return last[1]
+    try:
+        if _health_last is not last and _health_last is not None:  # another thread probed while we waited
+            return _health_last[1]
+        status = health_status()
+        _health_last = (time.monotonic(), status)
+        return status
+    finally:
+        _health_lock.release()
 
 
 def health_status() -> dict:

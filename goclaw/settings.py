@@ -242,6 +242,9 @@ APPROVAL_TIMEOUT_SECONDS = env_int("GOCLAW_APPROVAL_TIMEOUT_SECONDS", 120, minim
 TOOL_MAX_SUBAGENT_DEPTH = env_int("GOCLAW_MAX_SUBAGENT_DEPTH", 1, minimum=1, maximum=16)  # leaf deny applies at this depth
 TOOL_TOKEN_LAST_USED_INTERVAL = 60  # seconds between `last_used_at` writes for one token
 
+# /healthz reuses one round of probes for this long (a burst of probes must not stall the request threads).
+HEALTH_CACHE_SECONDS = 0.0 if TESTING else float(env_int("GOCLAW_HEALTH_CACHE_SECONDS", 2, minimum=0, maximum=60))
+
 # --- Logging -----------------------------------------------------------------------------------------
 LOG_LEVEL = env_choice("GOCLAW_LOG_LEVEL", "info", ("debug", "info", "warning", "error")).upper()
 LOG_JSON = env_bool("GOCLAW_LOG_JSON", False)

@@ -3,7 +3,7 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_seriali
 from rest_framework import serializers
 from rest_framework.decorators import api_view, authentication_classes, permission_classes
 
-from goclaw.services import health_status
+from goclaw.services import health_status_shared
 
 _HEALTH = inline_serializer("Health", {
     "ok": serializers.BooleanField(help_text="every check is ok"),
@@ -20,6 +20,7 @@ _HEALTH = inline_serializer("Health", {
 @authentication_classes([])
 @permission_classes([])
 def healthz(request):
-    """Database, pgvector, worker heartbeat, channel layer: 200 when all are up, else 503."""
-    status = health_status()
+    """Database, pgvector, worker heartbeat, channel layer, the apps' checks: 200 when all are up, else 503.
+    Probes are shared between concurrent requests and reused for GOCLAW_HEALTH_CACHE_SECONDS."""
+    status = health_status_shared()
     return JsonResponse(status, status=200 if status["ok"] else 503)

@@ -62,6 +62,52 @@ def test_healthz_is_200_after_a_worker_heartbeat(client):
     assert response.status_code == 200, response.json()
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_burst_of_healthz_requests_runs_the_probes_once_and_other_endpoints_keep_answering(settings, api):
+    """64 concurrent /healthz requests share one round of probes (a slow probe would otherwise hold every
+    request thread), while an agent's request is answered in between."""
+    import threading
+
+    from django.test import Client
+
+    from goclaw import services
+
+    settings.HEALTH_CACHE_SECONDS = 30
+    services._health_last = None
+    probes, gate = [], threading.Event()
+
+    def slow_probe():
+        probes.append(1)
+        gate.wait(10)  # held until the other requests have arrived
+        return {"ok": True}
+
+    services.health_check_register("slow_test_probe", slow_probe)
+    statuses: list[int] = []
+    try:
+        def probe_once():
+            from django.db import connection
+
+            try:
+                statuses.append(Client().get("/healthz").status_code)
+            finally:
+                connection.close()  # the test client leaves each thread's connection open
+
+        threads = [threading.Thread(target=probe_once) for _ in range(64)]
+        for thread in threads:
+            thread.start()
+        while not probes:
+            threading.Event().wait(0.01)
+        assert api.get("/api/v1/agents/me").status_code == 200  # answered while a probe is in flight
+        gate.set()
+        for thread in threads:
+            thread.join(30)
+    finally:
+        services.HEALTH_CHECKS.pop("slow_test_probe", None)
+        services._health_last = None
+    assert len(statuses) == 64 and set(statuses) <= {200, 503}
+    assert len(probes) == 1
+
+
 @pytest.mark.django_db
 def test_api_docs_and_schema_render(client, django_user_model):
     schema = client.get("/api/schema/?format=json")

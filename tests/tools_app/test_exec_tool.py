@@ -271,3 +271,9 @@ def test_disabled_rule_groups_are_passed(tool, workspace, monkeypatch):
     monkeypatch.setattr(shell_check, "check_command", fake_check)
     run(tool, workspace, {"command": "true"}, shell_disabled_rule_groups=["network"])
     assert seen["args"] == ("true", frozenset({"network"}))
+
+
+def test_the_agent_config_accepts_and_applies_exec_output_and_grace_settings(tool, workspace):
+    agent = make_agent(workspace=str(workspace), other_config={"exec_max_output_bytes": 2048, "exec_grace_seconds": 1})
+    r = run(tool, workspace, {"command": "yes | head -c 100000"}, agent, **agent.other_config)
+    assert r.for_llm.endswith("[stdout truncated at 2 KiB]\n[exit code 0]")

@@ -34,7 +34,12 @@ AGENT_CONFIG_SCHEMA: dict[str, Any] = {
         "output_budget_chars": {"type": "integer", "minimum": 1000, "maximum": 10_000_000},
         "tool_output_budgets": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 1000}},
         "tool_timeouts": {"type": "object", "additionalProperties": {"type": "number", "minimum": 1, "maximum": 3600}},
-        "exec_timeout_seconds": {"type": "number", "minimum": 1, "maximum": 3600, "description": "exec's default command timeout"},
+        "exec_timeout_seconds": {"type": "number", "minimum": 1, "maximum": 3600,
+                                 "description": "exec's default command timeout (never above the sandbox profile's)"},
+        "exec_grace_seconds": {"type": "number", "minimum": 0, "maximum": 60,
+                               "description": "seconds between SIGTERM and SIGKILL at the timeout (default 3)"},
+        "exec_max_output_bytes": {"type": "integer", "minimum": 1024, "maximum": 256 * 1024 * 1024,
+                                  "description": "bytes of stdout and of stderr kept per command (default 1 MiB)"},
         "shell_disabled_rule_groups": _NAME_LIST,
         "denied_paths": _NAME_LIST,
         # Approvals (docs/approvals.md): GoClaw's exec security × ask matrix, and the decision deadline.
