@@ -243,9 +243,14 @@ def sandbox_exec(*, command: str | None = None, argv: list[str] | None = None, w
     for key, value in child_env.items():
         if "\x00" in key or "=" in key or not key or "\x00" in str(value):
             raise SandboxError(f"invalid environment entry {key!r}")
+    isolated = impl.name in ("bubblewrap", "docker")
     # No HOME, or safe_child_env's "/nonexistent" placeholder: the workspace, as the process sees it.
     if child_env.get("HOME", "/nonexistent") == "/nonexistent":
-        child_env["HOME"] = WORKSPACE_MOUNT if impl.name in ("bubblewrap", "docker") else str(ws_real)
+        child_env["HOME"] = WORKSPACE_MOUNT if isolated else str(ws_real)
+    # safe_child_env's default PATH adds the server's own PATH entries: meaningless inside an isolated backend,
+    # and they would name the server's directories to the process.
+    if isolated and child_env.get("PATH") == _default_path():
+        child_env["PATH"] = DEFAULT_PATH
     return impl.run(argv=run_argv, workspace=ws_real, cwd=cwd_real, env=child_env, limits=limits, spec=spec,
                     stdin=bytes(stdin) if stdin is not None else None)
 

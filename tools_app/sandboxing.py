@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 from sandbox_app.models import SandboxProfile
 from sandbox_app.selectors import sandbox_profile_get
-from sandbox_app.services import ExecLimits, SandboxSpec
+from sandbox_app.services import SandboxSpec
 from tools_app.base import ToolContext
 from tools_app.models import Agent
 
@@ -20,10 +20,6 @@ class CallSandbox:
     @property
     def spec(self) -> SandboxSpec:
         return self.profile.spec(sandboxed=self.sandboxed)
-
-    def limits(self, *, timeout_seconds: float, grace_seconds: float, max_output_bytes: int) -> ExecLimits:
-        return self.profile.limits(timeout_seconds=timeout_seconds, grace_seconds=grace_seconds,
-                                   max_output_bytes=max_output_bytes)
 
     def audit(self, backend: str) -> dict[str, str]:
         return {"backend": backend, "profile": self.profile.name}

@@ -429,3 +429,11 @@ def test_run_probes_flags_what_a_network_local_profile_opens(tmp_path):
                                              workspace_parent=tmp_path, hostile_paths={})}
     assert not results["tcp_loopback_refused"].held
     assert results["write_outside_workspace"].held and results["pid_namespace"].held
+
+
+def test_the_default_environment_names_no_server_path_inside(ws, monkeypatch):
+    from sandbox_app.services import DEFAULT_PATH
+
+    monkeypatch.setenv("PATH", os.environ["PATH"] + ":/opt/server-only/bin")
+    r = sandbox_exec(argv=["/bin/sh", "-c", 'echo "$PATH"'], workspace=ws, env=safe_child_env(), backend="bubblewrap")
+    assert r.stdout.strip() == DEFAULT_PATH

@@ -19,7 +19,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from sandbox_app.services import DEFAULT_PATH, ExecLimits, ExecResult, SandboxError, safe_child_env, sandbox_exec
+from sandbox_app.services import ExecLimits, ExecResult, SandboxError, safe_child_env, sandbox_exec
 from tools_app.base import Tool, ToolContext, ToolError, ToolResult
 from tools_app.paths import DEFAULT_DENIED, PathError, ensure_workspace, is_within, resolve_in_workspace
 from tools_app.sandboxing import CallSandbox, sandbox_for_call
@@ -141,7 +141,7 @@ class ExecTool(Tool):
         if cap is not None:
             timeout = min(timeout, _number(cap, MAX_TIMEOUT))
         timeout = min(max(timeout, MIN_TIMEOUT), ceiling, MAX_TIMEOUT)
-        return sandbox.limits(
+        return sandbox.profile.limits(
             timeout_seconds=timeout,
             grace_seconds=_number(settings.get("exec_grace_seconds", DEFAULT_GRACE), DEFAULT_GRACE),
             max_output_bytes=int(_number(settings.get("exec_max_output_bytes", DEFAULT_MAX_OUTPUT),
@@ -190,9 +190,7 @@ class ExecTool(Tool):
         sandbox = sandbox_for_call(ctx)
         limits = self._limits(ctx, args, sandbox)
         try:
-            # Inside a sandbox the server's own PATH entries mean nothing (and would name its directories).
-            env = safe_child_env({"PATH": DEFAULT_PATH}) if sandbox.sandboxed else safe_child_env()
-            result = sandbox_exec(command=command, workspace=workspace, cwd=cwd, env=env, limits=limits,
+            result = sandbox_exec(command=command, workspace=workspace, cwd=cwd, env=safe_child_env(), limits=limits,
                                   spec=sandbox.spec)
         except SandboxError as exc:
             return ToolResult(for_llm=f"command not run: {exc}", is_error=True, sandbox=sandbox.audit(sandbox.spec.backend))
