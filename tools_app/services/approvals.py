@@ -34,7 +34,7 @@ from tools_app.base import Tool, ToolContext
 from tools_app.choices import AgentMode, ApprovalDecision, ApprovalStatus, PendingChangeStatus, PermissionScope, RuleMatch
 from tools_app.models import Agent, ApprovalRequest, ApprovalRule, PendingChange, ToolPermission
 from tools_app.paths import PathError, is_within, resolve_in_workspace, workspace_root
-from tools_app.pipeline import labels_of
+from tools_app.pipeline import echo, labels_of
 
 logger = logging.getLogger("goclaw.approvals")
 
@@ -1098,7 +1098,7 @@ def approval_decide(*, approval_id, decision: str, actor, note: str = "", rule_m
                                         user_only=rule_user_only, expires_at=rule_expires_at)
             approved = decision != ApprovalDecision.DENY
             req.status = ApprovalStatus.APPROVED if approved else ApprovalStatus.DENIED
-            req.decision, req.decided_at, req.note = decision, now, _scrubbed(note[:500])
+            req.decision, req.decided_at, req.note = decision, now, echo(note, 500)
             req.decided_by = actor if getattr(actor, "pk", None) else None
             if approved:  # from now on the deadline is the one for running it
                 req.expires_at = max(req.expires_at, now + approval_timeout(req.agent.other_config or {}))
@@ -1318,12 +1318,6 @@ def tool_execute_waiting(call, wait_seconds: float = 0, reg=None):
 
 
 # --- allow-always rules -----------------------------------------------------------------------------
-def _scrubbed(text: str) -> str:
-    from tools_app.security.scrub import default_scrubber
-
-    return pg_text(default_scrubber.scrub(text)[0]) if text else text
-
-
 def _has_secret(value: Any) -> bool:
     from tools_app.security.scrub import REDACTED, default_scrubber
 
@@ -1594,7 +1588,7 @@ def pending_change_create(*, agent: Agent, tool: Tool, args: dict, ctx: ToolCont
     identity, stored_context = _stored_identity(ctx, call_context or {}, change_id)
     change = PendingChange.objects.create(
         id=change_id, agent=agent, **identity, call_context=pg_json(stored_context), tool_name=tool.name,
-        path=_scrubbed(pg_text(str(args.get("path", ""))[:4096])), arguments=pg_json(display),
+        path=echo(str(args.get("path", "")), 4096), arguments=pg_json(display),
         sealed_arguments=crypto.encrypt_json(args, associated_data=pending_change_seal_context(change_id)),
         args_hash=arguments_hash(tool.name, args), summary=pg_text(summary),
     )
