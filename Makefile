@@ -8,9 +8,9 @@ STAMP := $(VENV)/.installed-$(shell cat requirements.txt | cksum | cut -d' ' -f1
 
 help:
 	@echo "make run    - install (venv + requirements), set up embedded PostgreSQL, migrate, create admin, serve"
-	@echo "make test   - run the whole test suite"
+	@echo "make test   - make check, then run the whole test suite"
 	@echo "make bench  - run the benchmarks (results in benchmarks/results/)"
-	@echo "make check  - Django system checks and migration drift check"
+	@echo "make check  - Django system checks, migration drift check, import-linter contracts (.importlinter)"
 
 $(STAMP): requirements.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -44,12 +44,13 @@ browser:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "chromium is missing: install Debian's chromium package (needed by the browser test)" >&2; exit 1; fi; }
 
-test: $(STAMP) browser sandbox-deps docker-deps
+test: $(STAMP) check browser sandbox-deps docker-deps
 	$(PY) -m pytest
 
 check: $(STAMP)
 	$(PY) manage.py check
 	$(PY) manage.py makemigrations --check --dry-run
+	$(VENV)/bin/lint-imports --no-cache
 
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py

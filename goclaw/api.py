@@ -83,6 +83,14 @@ def json_500(request):
     return error_response(500, "internal_error", "internal server error")
 
 
+def bearer_from_header(header: str) -> str | None:
+    """The credential of an `Authorization: Bearer <credential>` header, else None (HTTP API and WebSocket alike)."""
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    return value.strip() or None
+
+
 def agent_of(request):
     """The authenticated Agent for an agent-token request, else None."""
     return getattr(getattr(request, "user", None), "agent", None)

@@ -1,17 +1,17 @@
-"""/ws/events/: realtime events for agents (their own group) and staff (any group they subscribe to).
+"""/ws/events/: realtime events for agents (their own group) and staff (the groups apps open to them).
 
 A socket is bound to its principal: an agent token, or a staff user's session. Each socket also joins that
 principal's control groups (`goclaw.events.principal_group`); whatever ends the principal's right, in any
 process, sends `principal.ended` (close) or `principal.changed` (re-check) there after commit, and the socket
 closes with 4401. The socket also re-checks itself at the token's or session's expiry and every
 RECHECK_SECONDS, for changes that send no signal (queryset `update()`, raw SQL, a lost layer message).
+Which tokens are valid and which groups staff may join, apps register in `goclaw.realtime` (goclaw imports no app).
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import random
-import re
 import time
 from datetime import datetime
 from importlib import import_module
@@ -23,19 +23,16 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from channels.middleware import BaseMiddleware
 from channels.sessions import CookieMiddleware, SessionMiddleware
 
+from goclaw import realtime
+from goclaw.api import bearer_from_header
 from goclaw.events import agent_group, principal_group, session_principal_group
 
-STAFF_GROUP_RE = re.compile(r"^(approvals|invocations|agent\.[a-z0-9_-]{1,64}|team\.[0-9a-zA-Z_-]{1,64})$")
 CLOSE_UNAUTHENTICATED = 4401
 
 logger = logging.getLogger("goclaw.consumers")
 
 
-@database_sync_to_async
-def _token_for(raw: str):
-    from tools_app.services.agents import token_authenticate
-
-    return token_authenticate(raw)
+_token_for = database_sync_to_async(realtime.websocket_token_authenticate)
 
 
 def _staff_session_state(session_key: str, user_id) -> tuple[bool, datetime | None]:
@@ -72,9 +69,7 @@ def _staff_session_state(session_key: str, user_id) -> tuple[bool, datetime | No
 def _principal_state(principal: tuple) -> tuple[bool, datetime | None]:
     """(still allowed, when to look again at the latest) for ("token", id) or ("session", user_id, session_key)."""
     if principal[0] == "token":
-        from tools_app.services.agents import token_active
-
-        token = token_active(principal[1])
+        token = realtime.websocket_token_active(principal[1])
         return token is not None, token.expires_at if token is not None else None
     return _staff_session_state(principal[2], principal[1])
 
@@ -84,8 +79,6 @@ class _TokenMiddleware(BaseMiddleware):
     (None when absent or invalid)."""
 
     async def __call__(self, scope, receive, send):
-        from tools_app.authentication import bearer_from_header
-
         raw = None
         for name, value in scope.get("headers", []):
             if name == b"authorization":
@@ -170,7 +163,7 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
     def _may_join(self, group: str) -> bool:
         if self.agent is not None:
             return group == agent_group(self.agent.key)
-        return bool(STAFF_GROUP_RE.match(group))
+        return realtime.websocket_staff_may_join(group)
 
     async def receive_json(self, content, **kwargs):
         action = content.get("action") if isinstance(content, dict) else None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import hashlib
+import json
 import logging
 import os
 import queue
@@ -57,18 +58,18 @@ def _control(message_type: str, groups: Iterable[str]) -> None:
         transaction.on_commit(lambda: _deliver(messages))
 
 
-def _message(event_type: str, payload: dict[str, Any], group: str) -> dict[str, Any]:
-    # Round-trip through the JSON encoder so datetimes/UUIDs/Decimals survive every layer's serializer.
-    import json
-
+def _messages(event_type: str, payload: dict[str, Any], groups: list[str]) -> list[tuple[str, dict[str, Any]]]:
+    # One round trip through the JSON encoder, so datetimes/UUIDs/Decimals survive every layer's serializer and
+    # later changes to `payload` do not leak into the event. Every group's message shares that body: layers
+    # copy (in-memory) or serialize (PostgreSQL, Redis) what they send, and consumers only read it.
     body = json.loads(json.dumps(payload, cls=DjangoJSONEncoder))
-    return {
-        "type": "event.message",
-        "event": event_type,
-        "group": group,
-        "payload": body,
-        "ts": datetime.now(timezone.utc).isoformat(),
-    }
+    ts = datetime.now(timezone.utc).isoformat()
+    return [(g, {"type": "event.message", "event": event_type, "group": g, "payload": body, "ts": ts}) for g in groups]
+
+
+def _message(event_type: str, payload: dict[str, Any], group: str) -> dict[str, Any]:
+    """The message one group receives for an event (tests send such messages straight to the layer)."""
+    return _messages(event_type, payload, [group])[0][1]
 
 
 def publish(event_type: str, payload: dict[str, Any], groups: Iterable[str]) -> None:
@@ -76,7 +77,7 @@ def publish(event_type: str, payload: dict[str, Any], groups: Iterable[str]) -> 
     groups = [g for g in dict.fromkeys(groups) if GROUP_NAME_RE.match(g)]
     if not groups:
         return
-    messages = [(g, _message(event_type, payload, g)) for g in groups]
+    messages = _messages(event_type, payload, groups)
     transaction.on_commit(lambda: _deliver(messages))
 
 

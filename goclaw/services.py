@@ -14,12 +14,17 @@ from goclaw.models import WorkerHeartbeat
 
 HEARTBEAT_TASK = "goclaw.tasks.heartbeat"
 HEARTBEAT_MAX_AGE = timedelta(seconds=90)
-# name -> (function, 6-field cron: the last field is seconds, needs croniter)
+# name -> (function path, 6-field cron: the last field is seconds, needs croniter); apps add theirs from
+# AppConfig.ready() with schedule_register (goclaw imports no app).
 SCHEDULES = {
     "goclaw heartbeat": (HEARTBEAT_TASK, "* * * * * */30"),
-    "tools rate-limit cleanup": ("tools_app.tasks.cleanup_rate_limits", "*/10 * * * *"),
-    "tools approvals expiry sweep": ("tools_app.tasks.sweep_expired_approvals", "* * * * * */30"),
 }
+
+
+def schedule_register(name: str, func: str, cron: str) -> None:
+    """Add a recurring django-q2 job that `schedules_ensure` creates after every migrate. `func` is a dotted path
+    (the worker imports it), so registering imports nothing."""
+    SCHEDULES[name] = (func, cron)
 
 
 def heartbeat_record(name: str = "qcluster") -> WorkerHeartbeat:

@@ -239,6 +239,10 @@ TOOL_OUTPUT_BUDGET_CHARS = env_int("GOCLAW_OUTPUT_BUDGET_CHARS", 30_000, minimum
 TOOL_BLOCKED_NAMES = env_list("GOCLAW_BLOCKED_TOOLS", [])  # refused for every agent by the security filter hook
 TOOL_DENIED_PATHS = env_list("GOCLAW_DENIED_PATHS", [".goclaw/", ".git/config"])
 APPROVAL_TIMEOUT_SECONDS = env_int("GOCLAW_APPROVAL_TIMEOUT_SECONDS", 120, minimum=10, maximum=86400)  # per agent: other_config
+# Threads that run tool calls (a timed-out call's thread is counted in /healthz until it ends).
+TOOL_WORKER_THREADS = env_int("GOCLAW_TOOL_WORKER_THREADS", 32, minimum=2, maximum=1024)
+# Extra tool sources (dotted paths of tools_app.toolsets.ToolSource subclasses), beyond those apps register.
+TOOL_SOURCES = env_list("GOCLAW_TOOL_SOURCES", [])
 TOOL_MAX_SUBAGENT_DEPTH = env_int("GOCLAW_MAX_SUBAGENT_DEPTH", 1, minimum=1, maximum=16)  # leaf deny applies at this depth
 TOOL_TOKEN_LAST_USED_INTERVAL = 60  # seconds between `last_used_at` writes for one token
 

@@ -16,6 +16,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from sandbox_app.runs import SandboxError
+
 SANDBOX_USER = "goclaw-sandbox"
 
 # Directories that must never be handed to the sandbox user, whatever a caller passes as workspace.
@@ -81,8 +83,6 @@ def _pw_name(uid: int) -> str:
 
 
 def _error(message: str) -> Exception:
-    from sandbox_app.services import SandboxError
-
     return SandboxError(message)
 
 

@@ -15,6 +15,8 @@ Supervision guarantees (unchanged from the original host backend):
 - stdout/stderr are read concurrently (one selector loop), the first `max_output_bytes` of each are
   kept and the rest is drained and discarded, so the child never blocks on a full pipe;
 - on timeout the whole tree gets SIGTERM (process group + cgroup), then SIGKILL after `grace_seconds`;
+- on cancellation (the caller's `cancel` event, looked at every CANCEL_POLL_SECONDS at the latest) the whole
+  tree gets SIGKILL at once: nobody waits for that output any more;
 - when the leader exits, descendants still holding the pipes get `drain_seconds` to finish writing,
   then everything is SIGKILLed and we stop reading — a `sleep 100 &` can't hang the call;
 - nothing of a run outlives it: the process group is killed, and every process left in the run's
@@ -29,17 +31,20 @@ import selectors
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass, field
 
 from sandbox_app.cgroups import RunCgroup
 from sandbox_app.identity import SandboxIdentity
-from sandbox_app.services import ExecLimits, SandboxError
+from sandbox_app.runs import ExecLimits, SandboxError
 
 _READ_CHUNK = 65536
 _WRITE_CHUNK = 65536
 # After SIGKILL, how long we wait for the leader to go before giving up on it (uninterruptible sleep).
 _KILL_WAIT_SECONDS = 5.0
+# How long a cancelled run may go on at most before the supervisor notices (it wakes at least this often).
+CANCEL_POLL_SECONDS = 0.1
 _SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 
 # The setup step's success report (dash: no fds > 9, so it goes to stdout, ahead of anything the program writes).
@@ -149,6 +154,7 @@ class Completed:
     stderr: OutputStream
     duration_ms: float
     inner_marker_seen: bool = True
+    cancelled: bool = False
 
 
 class ProcessRunner:
@@ -186,7 +192,8 @@ class ProcessRunner:
 
     # --- running ----------------------------------------------------------------------------------
 
-    def run(self, launch: Launch, limits: ExecLimits, stdin: bytes | None) -> Completed:
+    def run(self, launch: Launch, limits: ExecLimits, stdin: bytes | None,
+            cancel: threading.Event | None = None) -> Completed:
         argv = self.chain(launch)
         join_marker = _JOINED_MARKER if launch.cgroup is not None or launch.root_binds else b""
         marker = join_marker + launch.inner_marker
@@ -207,7 +214,7 @@ class ProcessRunner:
 
         pgid = proc.pid  # start_new_session=True: the child is the leader of a new group
         try:
-            timed_out, out, err = self._supervise(proc, pgid, launch, limits, stdin, start, marker)
+            timed_out, cancelled, out, err = self._supervise(proc, pgid, launch, limits, stdin, start, marker, cancel)
         except BaseException:
             self._kill_tree(pgid, launch, signal.SIGKILL)
             try:
@@ -228,11 +235,11 @@ class ProcessRunner:
         except subprocess.TimeoutExpired:  # stuck in uninterruptible sleep; report it as killed
             returncode = None
         duration_ms = (time.monotonic() - start) * 1000.0
-        if out.matched < len(join_marker):
+        if out.matched < len(join_marker) and not cancelled:  # a run cancelled during its setup step is just cancelled
             raise SandboxError("could not place the process in its cgroup or make its mounts; it was not run")
-        return Completed(returncode=None if timed_out else returncode, timed_out=timed_out,
+        return Completed(returncode=None if timed_out or cancelled else returncode, timed_out=timed_out,
                          stdout=out, stderr=err, duration_ms=duration_ms,
-                         inner_marker_seen=out.matched == len(marker))
+                         inner_marker_seen=out.matched == len(marker), cancelled=cancelled)
 
     @staticmethod
     def _kill_tree(pgid: int, launch: Launch, sig: int) -> None:
@@ -252,7 +259,9 @@ class ProcessRunner:
             ProcessRunner._kill_tree(pgid, launch, signal.SIGTERM)
 
     def _supervise(self, proc: subprocess.Popen, pgid: int, launch: Launch, limits: ExecLimits,
-                   stdin: bytes | None, start: float, marker: bytes) -> tuple[bool, OutputStream, OutputStream]:
+                   stdin: bytes | None, start: float, marker: bytes,
+                   cancel: threading.Event | None) -> tuple[bool, bool, OutputStream, OutputStream]:
+        """(timed out, cancelled, stdout, stderr). Cancelled only when the event ended a leader still running."""
         out, err = OutputStream(limits.max_output_bytes, marker), OutputStream(limits.max_output_bytes)
         sel = selectors.DefaultSelector()
         pidfd = None
@@ -276,7 +285,7 @@ class ProcessRunner:
                     pidfd = None
 
             deadline = start + limits.timeout_seconds
-            timed_out = False
+            timed_out = cancelled = False
             term_at: float | None = None
             kill_at: float | None = None
             exited_at: float | None = None
@@ -293,7 +302,11 @@ class ProcessRunner:
                         os.close(pidfd)
                         pidfd = None
                 if exited_at is None:
-                    if not timed_out and now >= deadline:
+                    if not cancelled and cancel is not None and cancel.is_set():
+                        cancelled = True
+                        kill_at = now
+                        self._kill_tree(pgid, launch, signal.SIGKILL)
+                    if not timed_out and not cancelled and now >= deadline:
                         timed_out = True
                         term_at = now
                         self._terminate(pgid, launch)
@@ -302,15 +315,21 @@ class ProcessRunner:
                         self._kill_tree(pgid, launch, signal.SIGKILL)
                     if kill_at is not None and now >= kill_at + _KILL_WAIT_SECONDS:
                         break  # the leader ignores SIGKILL (D state); stop supervising
-                    next_event = deadline if not timed_out else (
-                        term_at + limits.grace_seconds if kill_at is None else kill_at + _KILL_WAIT_SECONDS)
+                    if kill_at is not None:
+                        next_event = kill_at + _KILL_WAIT_SECONDS
+                    else:
+                        next_event = term_at + limits.grace_seconds if timed_out else deadline
                 else:
-                    if not readers_open() or now >= exited_at + self.drain_seconds:
+                    # A cancelled caller no longer waits for what background processes still write.
+                    abandoned = cancel is not None and cancel.is_set()
+                    if abandoned or not readers_open() or now >= exited_at + self.drain_seconds:
                         break
                     next_event = exited_at + self.drain_seconds
                 wait = max(0.0, next_event - now)
                 if pidfd is None and exited_at is None:
                     wait = min(wait, self.poll_interval)
+                if cancel is not None and not cancelled:
+                    wait = min(wait, CANCEL_POLL_SECONDS)
                 if not sel.get_map():
                     time.sleep(wait)
                     continue
@@ -325,7 +344,7 @@ class ProcessRunner:
             # Leader gone (or unkillable): nothing of this run may outlive it.
             self._kill_tree(pgid, launch, signal.SIGKILL)
             self._final_drain(sel)
-            return timed_out, out, err
+            return timed_out, cancelled, out, err
         finally:
             if pidfd is not None:
                 os.close(pidfd)

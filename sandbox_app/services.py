@@ -8,95 +8,18 @@ Nothing here reads `django.conf.settings`: configuration always comes from the a
 """
 from __future__ import annotations
 
-import math
 import os
 import re
-from dataclasses import dataclass
+import threading
 from pathlib import Path
 from typing import Iterable
 
+from sandbox_app import backends
+# The vocabulary of a run lives in a leaf module that the backends and the runner import too (no cycle);
+# callers keep importing it from here, the public service.
+from sandbox_app.runs import CANCELLED_NOTE, WORKSPACE_MOUNT, ExecLimits, ExecResult, SandboxError, SandboxSpec
+
 SHELL = "/bin/sh"
-
-TIMEOUT_MIN_SECONDS = 1.0
-TIMEOUT_MAX_SECONDS = 3600.0
-GRACE_MAX_SECONDS = 60.0
-OUTPUT_MIN_BYTES = 1024
-OUTPUT_MAX_BYTES = 256 * 1024 * 1024
-
-
-class SandboxError(Exception):
-    """The process could not be started (bad cwd, unknown backend, missing executable, ...).
-
-    The message is meant for the caller / the model; it never contains environment values."""
-
-
-def _clamp(value: float, low: float, high: float, default: float) -> float:
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return default
-    if math.isnan(value):
-        return default
-    return min(max(value, low), high)
-
-
-@dataclass(frozen=True)
-class ExecLimits:
-    """Per-run limits. Out-of-range values are clamped on construction (timeout to [1, 3600] s).
-
-    Resource limits (0 = not set): `cpu_seconds` (RLIMIT_CPU), `memory_bytes` (cgroup memory where the
-    machine offers it, else RLIMIT_AS), `max_processes` (cgroup pids, else RLIMIT_NPROC), `max_open_files`
-    (RLIMIT_NOFILE), `max_file_bytes` (RLIMIT_FSIZE). Backends report which ones held in the result."""
-
-    timeout_seconds: float = 60.0        # wall clock for the whole run
-    grace_seconds: float = 3.0           # SIGTERM -> grace -> SIGKILL (to the whole process tree)
-    max_output_bytes: int = 1024 * 1024  # kept per stream; the rest is drained and discarded
-    cpu_seconds: int = 0
-    memory_bytes: int = 0
-    max_processes: int = 0
-    max_open_files: int = 0
-    max_file_bytes: int = 0
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "timeout_seconds",
-                           _clamp(self.timeout_seconds, TIMEOUT_MIN_SECONDS, TIMEOUT_MAX_SECONDS, 60.0))
-        object.__setattr__(self, "grace_seconds", _clamp(self.grace_seconds, 0.0, GRACE_MAX_SECONDS, 3.0))
-        object.__setattr__(self, "max_output_bytes",
-                           int(_clamp(self.max_output_bytes, OUTPUT_MIN_BYTES, OUTPUT_MAX_BYTES, 1024 * 1024)))
-        for name in ("cpu_seconds", "memory_bytes", "max_processes", "max_open_files", "max_file_bytes"):
-            object.__setattr__(self, name, int(_clamp(getattr(self, name), 0, 2**62, 0)))
-
-
-@dataclass(frozen=True)
-class SandboxSpec:
-    """How one run is isolated. Built from a `SandboxProfile` row (`profile.spec()`) or directly.
-
-    `backend`: auto (bubblewrap where `bwrap` exists, else docker where an engine answers, else the run is
-    refused) | bubblewrap | docker | host (only for profiles with the sandbox switched off).
-    `network`: False = no network at all; True = network on, and then `network_local` says whether
-    loopback and private ranges are reachable (a backend that cannot guarantee False refuses the run).
-    `ro_binds`: extra host paths made visible read-only at the same path."""
-
-    backend: str = "auto"
-    profile: str = ""
-    network: bool = False
-    network_local: bool = False
-    image: str = ""
-    ro_binds: tuple[str, ...] = ()
-
-
-@dataclass
-class ExecResult:
-    exit_code: int | None  # None when killed by timeout; -N when the process died from signal N
-    stdout: str            # utf-8, errors="replace"
-    stderr: str
-    stdout_truncated: bool
-    stderr_truncated: bool
-    timed_out: bool
-    duration_ms: float
-    backend: str
-    profile: str = ""
-    limits_enforced: tuple[str, ...] = ()  # e.g. ("cpu_seconds", "max_processes:cgroup", "memory_bytes:rlimit")
 
 
 # --- environment ----------------------------------------------------------------------------------
@@ -173,9 +96,6 @@ def safe_child_env(extra: dict[str, str] | None = None, *, strip: Iterable[str] 
 
 # --- the service ----------------------------------------------------------------------------------
 
-WORKSPACE_MOUNT = "/workspace"  # where bubblewrap / docker show the workspace to the process
-
-
 def _validate_dir(path: Path | str, what: str) -> Path:
     p = Path(path)
     if not p.is_absolute():
@@ -190,7 +110,7 @@ def _validate_dir(path: Path | str, what: str) -> Path:
 def sandbox_exec(*, command: str | None = None, argv: list[str] | None = None, workspace: Path | None = None,
                  cwd: Path | None = None, env: dict[str, str] | None = None, limits: ExecLimits = ExecLimits(),
                  spec: SandboxSpec | None = None, backend: str | None = None,
-                 stdin: bytes | None = None) -> ExecResult:
+                 stdin: bytes | None = None, cancel: threading.Event | None = None) -> ExecResult:
     """Run `command` (via `/bin/sh -c`) or `argv` (directly, no shell) under the spec's backend.
 
     `workspace` is the directory the process sees as `/workspace` (bubblewrap/docker; default: `cwd`);
@@ -200,6 +120,10 @@ def sandbox_exec(*, command: str | None = None, argv: list[str] | None = None, w
     safe_child_env's "/nonexistent" placeholder) becomes the workspace as the process sees it
     (`/workspace` under bubblewrap/docker, the real path on the host). Raises `SandboxError` when the process cannot be started; a
     non-zero exit, a signal or a timeout is reported in the result.
+
+    `cancel`: once the event is set (a timed-out or abandoned call), the run's processes are killed within about
+    0.1 s, the way a timeout kills them (process group and cgroup, or the container), and the result has
+    `cancelled=True`; an event already set starts nothing.
     """
     if (command is None) == (argv is None):
         raise SandboxError("pass exactly one of command or argv")
@@ -219,6 +143,8 @@ def sandbox_exec(*, command: str | None = None, argv: list[str] | None = None, w
         raise SandboxError("stdin must be bytes")
     if not isinstance(limits, ExecLimits):
         raise SandboxError("limits must be an ExecLimits")
+    if cancel is not None and not isinstance(cancel, threading.Event):
+        raise SandboxError("cancel must be a threading.Event")
     if spec is not None and backend is not None and backend != spec.backend:
         raise SandboxError("pass either spec or backend, not two different backends")
     if spec is None:
@@ -226,9 +152,7 @@ def sandbox_exec(*, command: str | None = None, argv: list[str] | None = None, w
     if not isinstance(spec, SandboxSpec):
         raise SandboxError("spec must be a SandboxSpec")
 
-    from sandbox_app.backends import resolve_backend  # late: backends import this module
-
-    impl = resolve_backend(spec.backend)  # raises SandboxError (fail closed), never picks host for "auto"
+    impl = backends.resolve_backend(spec.backend)  # raises SandboxError (fail closed), never picks host for "auto"
 
     if workspace is None and cwd is None:
         raise SandboxError("pass a workspace (or a cwd)")
@@ -251,18 +175,23 @@ def sandbox_exec(*, command: str | None = None, argv: list[str] | None = None, w
     # and they would name the server's directories to the process.
     if isolated and child_env.get("PATH") == _default_path():
         child_env["PATH"] = DEFAULT_PATH
-    return impl.run(argv=run_argv, workspace=ws_real, cwd=cwd_real, env=child_env, limits=limits, spec=spec,
-                    stdin=bytes(stdin) if stdin is not None else None)
+    if cancel is not None and cancel.is_set():
+        return ExecResult(exit_code=None, stdout="", stderr=CANCELLED_NOTE.lstrip("\n"), stdout_truncated=False,
+                          stderr_truncated=False, timed_out=False, duration_ms=0.0, backend=impl.name,
+                          profile=spec.profile, cancelled=True)
+    result = impl.run(argv=run_argv, workspace=ws_real, cwd=cwd_real, env=child_env, limits=limits, spec=spec,
+                      stdin=bytes(stdin) if stdin is not None else None, cancel=cancel)
+    if result.cancelled:
+        result.stderr += CANCELLED_NOTE
+    return result
 
 
 def resolve_backend(spec: SandboxSpec | str | None = None) -> str:
     """The name of the backend a run with `spec` (or a backend name) would use, "auto" resolved.
 
     Raises `SandboxError` when it is unknown or unavailable — the same answer `sandbox_exec` would give."""
-    from sandbox_app.backends import resolve_backend as _resolve
-
     name = spec.backend if isinstance(spec, SandboxSpec) else (spec or "auto")
-    return _resolve(name).name
+    return backends.resolve_backend(name).name
 
 
 def sandbox_capabilities() -> dict:

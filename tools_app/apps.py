@@ -11,14 +11,16 @@ class ToolsAppConfig(AppConfig):
 
         register_builtin_tools(registry)
 
-        from tools_app import approvals
-
-        approvals.install()  # the real approval gate and the submit_plan tool
-
         from tools_app import signals
 
         signals.connect()
         _scrub_platform_secrets()
+        _contribute_to_platform()
+
+        from goclaw.services import health_check_register
+        from tools_app.pipeline import tool_workers_status
+
+        health_check_register("tool_workers", tool_workers_status)  # pool size and timed-out runs still going
 
 
 def _scrub_platform_secrets() -> None:
@@ -30,3 +32,17 @@ def _scrub_platform_secrets() -> None:
     values = [settings.SECRET_KEY, settings.GOCLAW_ENCRYPTION_KEY, settings.ADMIN_PASSWORD,
               *(db.get("PASSWORD", "") for db in settings.DATABASES.values())]
     default_scrubber.add_values(v for v in values if v)
+
+
+def _contribute_to_platform() -> None:
+    """What goclaw/ runs on this app's behalf without importing it: the recurring jobs, agent tokens on
+    /ws/events/, and the event groups staff may subscribe to (approvals, invocations, one agent's events)."""
+    from goclaw.realtime import websocket_authenticator_register, websocket_staff_group_register
+    from goclaw.services import schedule_register
+    from tools_app.services.agents import token_active, token_authenticate
+
+    schedule_register("tools rate-limit cleanup", "tools_app.tasks.cleanup_rate_limits", "*/10 * * * *")
+    schedule_register("tools approvals expiry sweep", "tools_app.tasks.sweep_expired_approvals", "* * * * * */30")
+    websocket_authenticator_register(authenticate=token_authenticate, active=token_active)
+    for pattern in (r"approvals", r"invocations", r"agent\.[a-z0-9_-]{1,64}"):
+        websocket_staff_group_register(pattern)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 
+from goclaw.api import bearer_from_header
 from tools_app.models import Agent, AgentToken
 from tools_app.services.agents import token_authenticate
 
@@ -23,13 +24,6 @@ class AgentPrincipal:
 
     def __str__(self) -> str:
         return f"agent:{self.agent.key}"
-
-
-def bearer_from_header(header: str) -> str | None:
-    scheme, _, value = header.partition(" ")
-    if scheme.lower() != "bearer":
-        return None
-    return value.strip() or None
 
 
 class AgentTokenAuthentication(BaseAuthentication):

@@ -10,6 +10,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from django.conf import settings
 
+from tools_app.security.scrub import default_scrubber
+from tools_app.security.shell_check import check_command
+
 if TYPE_CHECKING:
     from tools_app.base import Tool, ToolContext, ToolResult
 
@@ -42,8 +45,6 @@ REASON_MAX_CHARS = 1000
 def _safe(reason: str) -> str:
     """A reason as the caller, the audit row and approvers may see it. Reasons quote arguments (the shell check
     quotes the command), so they are scrubbed, then cut (scrubbing first: a cut token may not look like one)."""
-    from tools_app.security.scrub import default_scrubber
-
     text, _ = default_scrubber.scrub(reason[: REASON_MAX_CHARS + 4096])
     return text if len(text) <= REASON_MAX_CHARS else text[: REASON_MAX_CHARS - 1] + "…"
 
@@ -120,7 +121,8 @@ class HookRegistry:
 
 
 class SecurityFilterHook(PreHook):
-    """Priority 10: globally blocked tool names, and the shell safety check on any command argument."""
+    """Priority 10: globally blocked tool names, and the shell safety check on the command a call will run (the
+    tool's `command_for`: exec's argument, a custom tool's rendered template)."""
 
     name = "security_filter"
     priority = 10
@@ -128,11 +130,10 @@ class SecurityFilterHook(PreHook):
     def before(self, ctx, tool, args):
         if tool.name in settings.TOOL_BLOCKED_NAMES:
             return HookResult.block(f"tool {tool.name} is blocked by the administrator")
-        if tool.command_argument and isinstance(args.get(tool.command_argument), str):
-            from tools_app.security.shell_check import check_command
-
+        command = tool.command_for(args)
+        if command is not None:
             disabled = frozenset(ctx.settings.get("shell_disabled_rule_groups", ()))
-            verdict = check_command(args[tool.command_argument], disabled_groups=disabled)
+            verdict = check_command(command, disabled_groups=disabled)
             if verdict.verdict == "deny":
                 return HookResult.block("command denied by safety policy: " + "; ".join(verdict.reasons))
             if verdict.observe:

@@ -49,6 +49,8 @@ __all__ = [
     "is_within",
     "normalize_denied",
     "is_denied",
+    "refuse_denied",
+    "lexical_relative",
     "resolve_in_workspace",
     "relative_display",
     "open_dir",
@@ -221,6 +223,13 @@ def is_denied(rel: str, denied: Sequence[str]) -> bool:
     return False
 
 
+def refuse_denied(rel: str, user_path: str, denied: Sequence[str]) -> None:
+    """Raise the one "protected location" PathError if the workspace-relative `rel` is denied (`user_path` is what
+    the caller typed, echoed safely)."""
+    if is_denied(rel, denied):
+        raise PathError(f"access denied: {_safe_echo(user_path)} is in a protected location")
+
+
 def _rel(root: str, real: str) -> str:
     if real == root:
         return "."
@@ -253,6 +262,28 @@ def _lexical_rel(root: str, ws_given: str, user_path: str) -> list[str] | None:
         if parts[: len(bparts)] == bparts:
             return parts[len(bparts):]
     return None
+
+
+def lexical_relative(workspace: Path | str, user_path: str) -> str | None:
+    """`user_path` as a clean workspace-relative POSIX path judged by its text alone ("." for the root): empty and
+    `.` components dropped, `..` folded, an absolute path mapped through the workspace's real or given path; no
+    symlink is followed. None when the text leaves the workspace at any point (`../x`, `a/../../x`, an absolute
+    path elsewhere): such a path is only ever judged by full resolution. Raises PathError for malformed text."""
+    validate_user_path(user_path)
+    parts = _lexical_rel(workspace_root(workspace), os.path.abspath(os.fspath(workspace)), user_path)
+    if parts is None:
+        return None
+    out: list[str] = []
+    for part in parts:
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not out:
+                return None
+            out.pop()
+        else:
+            out.append(part)
+    return "/".join(out) or "."
 
 
 def _outside(user_path: str) -> PathError:
@@ -335,8 +366,7 @@ def _resolve(workspace: Path | str, user_path: str, for_write: bool, denied: Seq
 
     # Lexical denied check on what the caller typed (catches a denied name that is itself a symlink).
     lexical = posixpath.normpath("/" + "/".join(parts)).lstrip("/") or "."
-    if is_denied(lexical, denied):
-        raise PathError(f"access denied: {shown} is in a protected location")
+    refuse_denied(lexical, user_path, denied)
 
     if for_write:
         if user_path.endswith("/"):
@@ -369,8 +399,7 @@ def _resolve(workspace: Path | str, user_path: str, for_write: bool, denied: Seq
         real = _walk(root, parts, user_path, root)
     if not is_within(root, real):
         raise PathError(f"access denied: {shown} is outside the workspace")
-    if is_denied(_rel(root, real), denied):
-        raise PathError(f"access denied: {shown} is in a protected location")
+    refuse_denied(_rel(root, real), user_path, denied)
     return root, real
 
 

@@ -10,38 +10,38 @@ but never re-adds a denied one (GoClaw lets it resurrect denied tools).
 """
 from __future__ import annotations
 
-import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import Q
 
+from goclaw.generations import generation_bump, generation_cache
+from tools_app.calls import CallContext
 from tools_app.choices import PolicyScope
-from tools_app.models import Agent, PolicyGeneration, ToolPolicy
+from tools_app.models import Agent, ToolPolicy
 from tools_app.registry import ToolRegistry, registry
 
 ALL = "*"
-GENERATION_CHECK_SECONDS = 0.5  # how stale another process's change may be seen (< 1 s)
+POLICY_CACHE = "policy"
 
 
 @dataclass(frozen=True)
 class PolicyInput:
-    """Everything a catalog depends on."""
+    """Everything a catalog depends on: the agent and what the caller said about the call."""
 
     agent: Agent
-    user_id: str = ""
-    provider: str = ""
-    channel: str = ""
-    chat_id: str = ""
-    depth: int = 0
-    request_allow: tuple[str, ...] | None = None
+    call: CallContext = CallContext()
+
+    user_id = property(lambda self: self.call.user_id)
+    channel = property(lambda self: self.call.channel)
+    chat_id = property(lambda self: self.call.chat_id)
+    depth = property(lambda self: self.call.subagent_depth)
+    request_allow = property(lambda self: self.call.request_allow)
 
     @property
     def effective_provider(self) -> str:
-        return self.provider or self.agent.provider
+        return self.call.provider or self.agent.provider
 
     @property
     def group_keys(self) -> list[str]:
@@ -52,7 +52,7 @@ class PolicyInput:
 
     def cache_key(self, reg: ToolRegistry) -> tuple:
         return (self.agent.pk, self.agent.updated_at, self.user_id, self.effective_provider, self.channel, self.chat_id,
-                self.depth, self.request_allow, id(reg), reg.version)
+                self.depth, self.request_allow, reg.cache_key)
 
 
 @dataclass
@@ -161,63 +161,19 @@ def apply_steps(steps: list[Step]) -> frozenset[str]:
 
 
 # --- caching across processes ---------------------------------------------------------------------------
-class _Cache:
-    """Per-process catalog cache, dropped when the shared generation counter moves."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.entries: dict[tuple, frozenset[str]] = {}
-        self.generation: int | None = None
-        self.checked_at = 0.0
-
-    def sync(self) -> None:
-        now = time.monotonic()
-        if now - self.checked_at < GENERATION_CHECK_SECONDS and self.generation is not None:
-            return
-        value = PolicyGeneration.objects.filter(pk=1).values_list("value", flat=True).first() or 0
-        with self.lock:
-            if value != self.generation:
-                self.entries.clear()
-                self.generation = value
-            self.checked_at = now
-
-    def clear(self) -> None:
-        with self.lock:
-            self.entries.clear()
-            self.generation = None
-            self.checked_at = 0.0
-
-
-_cache = _Cache()
+_cache = generation_cache(POLICY_CACHE)
 
 
 def policy_changed() -> None:
-    """Bump the shared generation (inside the caller's transaction, so it becomes visible with the change)
-    and drop this process's cache now (the writer sees its own change) and again at commit (another thread
-    may have cached the old state meanwhile)."""
-    updated = PolicyGeneration.objects.filter(pk=1).update(value=F("value") + 1)
-    if not updated:
-        PolicyGeneration.objects.get_or_create(pk=1, defaults={"value": 1})
-    _cache.clear()
-    transaction.on_commit(_cache.clear)
-
-
-# --- public API -----------------------------------------------------------------------------------------
-_MISSING = object()
+    """A policy, profile, permission or agent changed: every process drops its catalogs (see goclaw.generations).
+    Call it inside the writing transaction."""
+    generation_bump(POLICY_CACHE)
 
 
 def cached(key: tuple, compute: Callable[[], Any]) -> Any:
     """Memoize a value derived from policy data (catalogs, tool permissions) in this process until the
     shared generation moves."""
-    _cache.sync()
-    value = _cache.entries.get(key, _MISSING)
-    if value is _MISSING:
-        value = compute()
-        with _cache.lock:
-            if len(_cache.entries) > 10_000:
-                _cache.entries.clear()
-            _cache.entries[key] = value
-    return value
+    return _cache.get(key, compute)
 
 
 def resolve(inp: PolicyInput, reg: ToolRegistry = registry) -> frozenset[str]:
@@ -246,3 +202,8 @@ def explain(inp: PolicyInput, reg: ToolRegistry = registry) -> dict:
         "tools": [{"name": name, "allowed": name in current, "decided_by": (trails[name][-1]["step"] if trails[name] else None),
                    "trail": trails[name]} for name in sorted(membership)],
     }
+
+
+def catalog_for(agent: Agent, call: CallContext, tools: ToolRegistry) -> frozenset[str]:
+    """The tool names a call may see: the catalog endpoint and the execution check both come from here."""
+    return resolve(PolicyInput(agent, call), tools)

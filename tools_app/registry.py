@@ -5,8 +5,9 @@ local registrations shadow it, and local `hide()` removes a parent tool from the
 """
 from __future__ import annotations
 
+import itertools
 import threading
-from typing import Iterable
+from typing import Any, Iterable
 
 import jsonschema
 
@@ -17,9 +18,15 @@ class RegistryError(ValueError):
     pass
 
 
+_instance_ids = itertools.count(1)
+
+
 class ToolRegistry:
-    def __init__(self, parent: "ToolRegistry | None" = None) -> None:
+    def __init__(self, parent: "ToolRegistry | None" = None, key: Any = None) -> None:
         self._parent = parent
+        # What caches derived from this view (catalogs, permissions) are keyed by: never an id(), which Python
+        # reuses once a view is garbage collected.
+        self._key = key if key is not None else ("registry", next(_instance_ids))
         self._tools: dict[str, Tool] = {}
         self._aliases: dict[str, str] = {}
         self._groups: dict[str, set[str]] = {}
@@ -78,6 +85,10 @@ class ToolRegistry:
     def version(self) -> int:
         return self._version + (self._parent.version if self._parent else 0)
 
+    @property
+    def cache_key(self) -> tuple:
+        return (self._key, self.version)
+
     def canonical_name(self, name: str) -> str:
         with self._lock:
             if name in self._aliases:
@@ -131,8 +142,8 @@ class ToolRegistry:
         wanted = self.names() if names is None else sorted({self.canonical_name(n) for n in names})
         return [t.definition() for t in (self.get(n) for n in wanted) if t is not None]
 
-    def clone(self) -> "ToolRegistry":
-        return ToolRegistry(parent=self)
+    def clone(self, key: Any = None) -> "ToolRegistry":
+        return ToolRegistry(parent=self, key=key)
 
 
 registry = ToolRegistry()

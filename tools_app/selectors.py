@@ -5,7 +5,10 @@ from django.db.models import QuerySet
 
 from goclaw.db import pg_text
 
+from tools_app.calls import CallContext
 from tools_app.models import Agent, ToolInvocation
+from tools_app.policy import PolicyInput, catalog_for, explain
+from tools_app.toolsets import toolset_for
 
 INVOCATION_FILTERS = ("agent_key", "tool_name", "status", "session_key", "user_id")
 
@@ -71,3 +74,14 @@ def pending_change_list_for(*, agent: Agent | None, filters: dict[str, str]) -> 
 
     qs = _scoped(PendingChange.objects.select_related("agent", "decided_by"), agent, filters)
     return _exact_filters(qs, filters, ("status", "session_key", "tool_name")).order_by("created_at")
+
+
+def tool_catalog_for_agent(agent: Agent, call: CallContext) -> list[dict]:
+    """The definitions of the tools this call context may see (its tool set, filtered by the policy engine)."""
+    tools = toolset_for(agent, call.user_id)
+    return tools.definitions(catalog_for(agent, call, tools))
+
+
+def tool_catalog_explain(agent: Agent, call: CallContext) -> dict:
+    """Why each tool of the agent's tool set is or is not in this call context's catalog."""
+    return explain(PolicyInput(agent, call), toolset_for(agent, call.user_id))

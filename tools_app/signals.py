@@ -1,10 +1,10 @@
-"""Model signals.
+"""Model signals: any change to a WebSocket principal (token, agent, staff user, session) tells its open sockets,
+after commit, to close (deleted / ended) or to re-check themselves (changed); see goclaw.consumers. Queryset
+`update()` sends no signal: services that revoke that way notify the sockets themselves, and the consumer's
+periodic re-check is the safety net for any other path.
 
-- Any change that can alter a catalog or a tool permission bumps the shared policy generation (see tools_app.policy).
-- Any change to a WebSocket principal (token, agent, staff user, session) tells its open sockets, after commit, to
-  close (deleted / ended) or to re-check themselves (changed); see goclaw.consumers. Queryset `update()` sends no
-  signal: services that revoke that way notify the sockets themselves, and the consumer's periodic re-check is the
-  safety net for any other path.
+Catalog and permission caches are not kept here: the services that write agents, policies, profiles and
+permissions (tools_app.services.agents / .policy) drop them inside their transaction.
 """
 from importlib import import_module
 
@@ -14,15 +14,7 @@ from django.contrib.auth.signals import user_logged_out
 from django.db.models.signals import post_delete, post_save
 
 from goclaw import events
-from tools_app.models import Agent, AgentToken, ToolPermission, ToolPolicy, ToolProfile
-
-
-def _changed(sender, **kwargs):
-    if kwargs.get("raw"):
-        return
-    from tools_app.policy import policy_changed
-
-    policy_changed()
+from tools_app.models import Agent, AgentToken
 
 
 def _principal_saved(kind):
@@ -52,10 +44,6 @@ def _logged_out(sender, request, user, **kwargs):
 
 
 def connect() -> None:
-    for model in (Agent, ToolPermission, ToolPolicy, ToolProfile):
-        post_save.connect(_changed, sender=model, dispatch_uid=f"policy-gen-save-{model.__name__}")
-        post_delete.connect(_changed, sender=model, dispatch_uid=f"policy-gen-delete-{model.__name__}")
-
     for kind, model in (("token", AgentToken), ("agent", Agent), ("user", get_user_model())):
         post_save.connect(_principal_saved(kind), sender=model, weak=False, dispatch_uid=f"ws-principal-save-{kind}")
         post_delete.connect(_principal_deleted(kind), sender=model, weak=False, dispatch_uid=f"ws-principal-delete-{kind}")

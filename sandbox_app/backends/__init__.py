@@ -1,6 +1,7 @@
 """Sandbox backends. A backend has a `name` and
-`run(*, argv, workspace, cwd, env, limits, spec, stdin) -> ExecResult` (types from `sandbox_app.services`):
-`workspace` and `cwd` are real, absolute host paths (cwd inside workspace), `env` is final (HOME set).
+`run(*, argv, workspace, cwd, env, limits, spec, stdin, cancel) -> ExecResult` (types from `sandbox_app.runs`):
+`workspace` and `cwd` are real, absolute host paths (cwd inside workspace), `env` is final (HOME set); once the
+`cancel` event (or None) is set, every process of the run is killed promptly and the result says `cancelled`.
 
 Registered: "bubblewrap", "docker" (lazily imported from `sandbox_app.backends.docker`), "host".
 "auto" resolves to bubblewrap when it is usable, else docker when it is, else `SandboxError` — never host.
@@ -11,14 +12,14 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable, Protocol
 
-from sandbox_app.services import SandboxError
+from sandbox_app.runs import SandboxError
 
 
 class Backend(Protocol):
     name: str
 
     def run(self, *, argv: list[str], workspace: Any, cwd: Any, env: dict[str, str], limits: Any, spec: Any,
-            stdin: bytes | None) -> Any: ...
+            stdin: bytes | None, cancel: threading.Event | None = None) -> Any: ...
 
 
 _lock = threading.Lock()

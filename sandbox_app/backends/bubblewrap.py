@@ -23,11 +23,12 @@ from __future__ import annotations
 import errno
 import os
 import subprocess
+import threading
 from pathlib import Path
 
 from sandbox_app.identity import SandboxIdentity, passwd_lines, prepare_workspace, sandbox_identity
 from sandbox_app.runner import Launch, ProcessRunner, apply_limits, raise_if_wrapper_failed, system_tool
-from sandbox_app.services import WORKSPACE_MOUNT, ExecLimits, ExecResult, SandboxError, SandboxSpec
+from sandbox_app.runs import WORKSPACE_MOUNT, ExecLimits, ExecResult, SandboxError, SandboxSpec
 
 # Public, secret-free files under /etc that ordinary programs read. Bound read-only when they exist.
 ETC_FILES = (
@@ -271,7 +272,7 @@ class BubblewrapBackend:
     # --- running ----------------------------------------------------------------------------------
 
     def run(self, *, argv: list[str], workspace: Path, cwd: Path, env: dict[str, str], limits: ExecLimits,
-            spec: SandboxSpec, stdin: bytes | None = None) -> ExecResult:
+            spec: SandboxSpec, stdin: bytes | None = None, cancel: threading.Event | None = None) -> ExecResult:
         if spec.network and not spec.network_local:
             raise SandboxError("the bubblewrap backend cannot restrict network destinations: a profile with "
                                "network on must allow local addresses (network_local) or use the docker backend")
@@ -319,7 +320,7 @@ class BubblewrapBackend:
                             inner_marker=_STARTED_MARKER)
             enforced, cgroup = apply_limits(launch, limits, overhead_pids=2)  # bwrap monitor + its init
             try:
-                done = self.runner.run(launch, limits, stdin)
+                done = self.runner.run(launch, limits, stdin, cancel)
             finally:
                 if cgroup is not None:
                     cgroup.remove()
@@ -328,7 +329,7 @@ class BubblewrapBackend:
                 os.close(fd)
 
         raise_if_wrapper_failed(done, "bwrap")
-        if not done.inner_marker_seen and not done.timed_out:
+        if not done.inner_marker_seen and not done.timed_out and not done.cancelled:
             detail = done.stderr.text().strip().splitlines()[:1]
             raise SandboxError("bubblewrap could not set up the sandbox; the command was not run: "
                                + (detail[0] if detail else f"exit {done.returncode}"))
@@ -341,5 +342,5 @@ class BubblewrapBackend:
             exit_code=done.returncode, stdout=done.stdout.text(), stderr=done.stderr.text(),
             stdout_truncated=done.stdout.truncated, stderr_truncated=done.stderr.truncated,
             timed_out=done.timed_out, duration_ms=done.duration_ms, backend=self.name, profile=spec.profile,
-            limits_enforced=enforced + ("timeout_seconds:pid_namespace",),
+            limits_enforced=enforced + ("timeout_seconds:pid_namespace",), cancelled=done.cancelled,
         )

@@ -9,7 +9,8 @@ process exits or is killed, the PID namespace goes with it, so no grandchild out
 
 Output comes from an attach made before the start (the log driver is "none": nothing of the output is
 written to the engine's disk); each stream keeps `max_output_bytes` and the rest is read and dropped.
-On timeout: SIGTERM, then SIGKILL after `grace_seconds`. The container is removed in every case.
+On timeout: SIGTERM, then SIGKILL after `grace_seconds`; on cancellation (the caller's event): SIGKILL at once.
+The container is removed in every case.
 """
 from __future__ import annotations
 
@@ -24,8 +25,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from sandbox_app.runner import PIDS_BACKSTOP, OutputStream
-from sandbox_app.services import ExecLimits, ExecResult, SandboxError, SandboxSpec
+from sandbox_app.runner import CANCEL_POLL_SECONDS, PIDS_BACKSTOP, OutputStream
+from sandbox_app.runs import ExecLimits, ExecResult, SandboxError, SandboxSpec
 
 logger = logging.getLogger(__name__)
 
@@ -145,7 +146,7 @@ class DockerBackend:
     # --- the run ----------------------------------------------------------------------------------
 
     def run(self, *, argv: list[str], workspace: Path, cwd: Path, env: dict[str, str], limits: ExecLimits,
-            spec: SandboxSpec, stdin: bytes | None) -> ExecResult:
+            spec: SandboxSpec, stdin: bytes | None, cancel: threading.Event | None = None) -> ExecResult:
         started = time.monotonic()
         self._sweep()
         from docker.errors import APIError, ImageNotFound
@@ -210,18 +211,21 @@ class DockerBackend:
             waiter.start()
             threads.append(waiter)
 
-            timed_out = False
-            if not exited.wait(limits.timeout_seconds):
-                timed_out = True
-                self._kill(cid, "SIGTERM")
-                if not exited.wait(limits.grace_seconds):
+            timed_out = cancelled = False
+            if not _exited_within(exited, limits.timeout_seconds, cancel):
+                cancelled = cancel is not None and cancel.is_set()
+                timed_out = not cancelled
+                if timed_out:
+                    self._kill(cid, "SIGTERM")
+                if cancelled or not _exited_within(exited, limits.grace_seconds, cancel):
+                    cancelled = cancel is not None and cancel.is_set()
                     self._kill(cid, "SIGKILL")
                     exited.wait(_KILL_WAIT_SECONDS)
             reader.join(_DRAIN_SECONDS)
 
             exit_code: int | None = None
             oom_killed = False
-            if not timed_out:
+            if not timed_out and not cancelled:
                 if "error" in status or "StatusCode" not in status:
                     raise SandboxError("docker did not report how the sandbox container ended: "
                                        f"{status.get('error', 'no status')}")
@@ -241,7 +245,7 @@ class DockerBackend:
                 exit_code=exit_code, stdout=out.text(), stderr=stderr,
                 stdout_truncated=out.truncated, stderr_truncated=err.truncated, timed_out=timed_out,
                 duration_ms=(time.monotonic() - started) * 1000.0, backend=self.name, profile=spec.profile,
-                limits_enforced=tuple(enforced) + ("timeout_seconds:container",),
+                limits_enforced=tuple(enforced) + ("timeout_seconds:container",), cancelled=cancelled,
             )
         finally:
             if sock is not None:
@@ -368,6 +372,21 @@ class DockerBackend:
 
 
 # --- helpers ----------------------------------------------------------------------------------------
+
+def _exited_within(exited: threading.Event, seconds: float, cancel: threading.Event | None) -> bool:
+    """Whether the container exited within `seconds`; False as soon as `cancel` is set (looked at every
+    CANCEL_POLL_SECONDS), so a cancelled run is killed without waiting for its deadline."""
+    if cancel is None:
+        return exited.wait(seconds)
+    end = time.monotonic() + seconds
+    while not cancel.is_set():
+        remaining = end - time.monotonic()
+        if exited.wait(max(0.0, min(CANCEL_POLL_SECONDS, remaining))):
+            return True
+        if remaining <= CANCEL_POLL_SECONDS:
+            return exited.is_set()
+    return False
+
 
 def _missing_image(image: str) -> SandboxError:
     if image == DEFAULT_IMAGE:

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 from pathlib import Path
 
 from sandbox_app.identity import prepare_workspace, sandbox_identity
 from sandbox_app.runner import Launch, ProcessRunner, apply_limits, raise_if_wrapper_failed
-from sandbox_app.services import ExecLimits, ExecResult, SandboxError, SandboxSpec
+from sandbox_app.runs import ExecLimits, ExecResult, SandboxError, SandboxSpec
 
 
 class HostBackend:
@@ -30,7 +31,8 @@ class HostBackend:
         return self.runner.drain_seconds
 
     def run(self, *, argv: list[str], workspace: Path, cwd: Path, env: dict[str, str], limits: ExecLimits,
-            spec: SandboxSpec | None = None, stdin: bytes | None = None) -> ExecResult:
+            spec: SandboxSpec | None = None, stdin: bytes | None = None,
+            cancel: threading.Event | None = None) -> ExecResult:
         identity = sandbox_identity()
         prepare_workspace(workspace, identity)
         program = argv[0]
@@ -45,7 +47,7 @@ class HostBackend:
         launch = Launch(argv=list(argv), env=env, cwd=str(cwd), identity=identity)
         enforced, cgroup = apply_limits(launch, limits, overhead_pids=0)
         try:
-            done = self.runner.run(launch, limits, stdin)
+            done = self.runner.run(launch, limits, stdin, cancel)
         finally:
             if cgroup is not None:
                 cgroup.remove()
@@ -56,5 +58,5 @@ class HostBackend:
             exit_code=done.returncode, stdout=done.stdout.text(), stderr=done.stderr.text(),
             stdout_truncated=done.stdout.truncated, stderr_truncated=done.stderr.truncated,
             timed_out=done.timed_out, duration_ms=done.duration_ms, backend=self.name,
-            profile=spec.profile if spec is not None else "", limits_enforced=enforced,
+            profile=spec.profile if spec is not None else "", limits_enforced=enforced, cancelled=done.cancelled,
         )

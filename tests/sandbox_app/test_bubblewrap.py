@@ -9,7 +9,6 @@ import secrets
 import socket
 import subprocess
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -26,7 +25,7 @@ from sandbox_app.services import (
     sandbox_capabilities,
     sandbox_exec,
 )
-from tests.sandbox_app.procs import live_pids_with_cmdline
+from tests.sandbox_app.procs import cancel_once_running, sleep_marker, wait_no_leftovers
 
 MIB = 1024 * 1024
 
@@ -41,13 +40,6 @@ def ws(tmp_path) -> Path:
 
 def sandbox_uid() -> int:
     return pwd.getpwnam(SANDBOX_USER).pw_uid
-
-
-def wait_no_leftovers(token: str, seconds: float = 5.0) -> list[int]:
-    end = time.monotonic() + seconds
-    while live_pids_with_cmdline(token) and time.monotonic() < end:
-        time.sleep(0.05)
-    return live_pids_with_cmdline(token)
 
 
 class Listener:
@@ -310,6 +302,25 @@ def test_timeout_kills_a_double_forked_setsid_grandchild(ws):
     assert r.timed_out and r.exit_code is None
     assert r.stdout == "started\n"
     assert wait_no_leftovers(token) == []
+
+
+def test_setting_the_cancel_event_from_another_thread_kills_everything_in_the_sandbox(ws):
+    marker = sleep_marker()
+    with cancel_once_running("sleep", marker, count=2) as cancel:
+        r = sandbox_exec(command=f"( setsid sleep {marker} & ); sleep {marker}", workspace=ws, backend="bubblewrap",
+                         cancel=cancel, limits=ExecLimits(timeout_seconds=60))
+    assert r.cancelled and not r.timed_out and r.exit_code is None
+    assert "[sandbox] cancelled" in r.stderr
+    assert wait_no_leftovers("sleep", marker) == []
+
+
+def test_host_backend_cancellation_also_kills_setsid_escapes_through_the_cgroup(ws):
+    marker = sleep_marker()
+    with cancel_once_running("sleep", marker, count=2) as cancel:
+        r = sandbox_exec(command=f"( setsid sleep {marker} & ); sleep {marker}", workspace=ws, backend="host",
+                         cancel=cancel, limits=ExecLimits(timeout_seconds=60))
+    assert r.cancelled and not r.timed_out and "timeout_seconds:cgroup" in r.limits_enforced
+    assert wait_no_leftovers("sleep", marker) == []
 
 
 # --- network ----------------------------------------------------------------------------------------

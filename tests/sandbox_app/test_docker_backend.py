@@ -17,7 +17,7 @@ import pytest
 from sandbox_app.backends.docker import LABEL, DockerBackend
 from sandbox_app.identity import prepare_workspace, sandbox_identity
 from sandbox_app.services import ExecLimits, SandboxError, SandboxSpec, sandbox_exec
-from tests.sandbox_app.procs import live_pids_with_cmdline
+from tests.sandbox_app.procs import cancel_once_running, live_pids_with_cmdline, sleep_marker, wait_no_leftovers
 from tests.sandbox_app.dockerd import docker_engine  # noqa: F401  (session fixture)
 
 MIB = 1024 * 1024
@@ -38,13 +38,13 @@ def workspace(tmp_path):
     return ws
 
 
-def run(backend, command, workspace, *, argv=None, cwd=None, env=None, stdin=None, spec=None, **limits):
+def run(backend, command, workspace, *, argv=None, cwd=None, env=None, stdin=None, spec=None, cancel=None, **limits):
     """One run in the docker backend with the env sandbox_exec would give it (unless `env` is passed)."""
     return backend.run(
         argv=argv or ["/bin/sh", "-c", command], workspace=workspace, cwd=cwd or workspace,
         env=env if env is not None else {"HOME": "/workspace", "PATH": "/usr/bin:/bin:/usr/sbin:/sbin"},
         limits=ExecLimits(**{"timeout_seconds": 20, **limits}), spec=spec or SandboxSpec(backend="docker"),
-        stdin=stdin,
+        stdin=stdin, cancel=cancel,
     )
 
 
@@ -317,6 +317,15 @@ def test_a_sleeping_grandchild_dies_at_the_timeout(backend, workspace):
     assert r.timed_out and r.exit_code is None
     assert seen.is_set()  # the grandchildren did run ...
     assert live_pids_with_cmdline("sleep", marker) == []  # ... and none outlived the run
+
+
+def test_setting_the_cancel_event_from_another_thread_kills_the_container(docker_engine, backend, workspace):  # noqa: F811
+    marker = sleep_marker()
+    with cancel_once_running("sleep", marker, count=2) as cancel:
+        r = run(backend, f"(setsid sleep {marker} &); sleep {marker}", workspace, cancel=cancel, timeout_seconds=60)
+    assert r.cancelled and not r.timed_out and r.exit_code is None
+    assert wait_no_leftovers("sleep", marker) == []
+    assert sandbox_containers(docker_engine) == []
 
 
 def test_no_container_is_left_behind(docker_engine, backend, workspace):  # noqa: F811

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from sandbox_app.services import (
     safe_child_env,
     sandbox_exec,
 )
+from tests.sandbox_app.procs import cancel_once_running, sleep_marker, wait_no_leftovers
 
 MIB = 1024 * 1024
 
@@ -149,6 +151,35 @@ def test_detached_background_process_is_killed_after_main_exits(tmp_path):
     r = sandbox_exec(backend="host", command="sleep 100 >/dev/null 2>&1 </dev/null & echo $! > pidfile", cwd=tmp_path)
     assert r.exit_code == 0
     assert wait_gone(int(pidfile.read_text()))
+
+
+def test_setting_the_cancel_event_from_another_thread_kills_the_whole_process_group(tmp_path):
+    marker = sleep_marker()
+    with cancel_once_running("sleep", marker, count=2) as cancel:
+        r = sandbox_exec(backend="host", command=f"sleep {marker} & sleep {marker}", cwd=tmp_path, cancel=cancel,
+                         limits=ExecLimits(timeout_seconds=60))
+    assert r.cancelled and not r.timed_out and r.exit_code is None
+    assert "[sandbox] cancelled" in r.stderr
+    assert wait_no_leftovers("sleep", marker) == []
+
+
+def test_a_cancel_event_already_set_starts_nothing(tmp_path):
+    cancel = threading.Event()
+    cancel.set()
+    r = sandbox_exec(backend="host", command="touch ran", cwd=tmp_path, cancel=cancel)
+    assert r.cancelled and r.exit_code is None and "[sandbox] cancelled" in r.stderr
+    assert not (tmp_path / "ran").exists()
+
+
+def test_cancel_must_be_an_event(tmp_path):
+    with pytest.raises(SandboxError, match="cancel must be a threading.Event"):
+        sandbox_exec(backend="host", command="touch ran", cwd=tmp_path, cancel=True)
+    assert not (tmp_path / "ran").exists()
+
+
+def test_a_run_whose_cancel_event_stays_unset_ends_normally(tmp_path):
+    r = sandbox_exec(backend="host", command="echo done", cwd=tmp_path, cancel=threading.Event())
+    assert r.exit_code == 0 and r.stdout == "done\n" and not r.cancelled and r.stderr == ""
 
 
 def test_limits_are_clamped():

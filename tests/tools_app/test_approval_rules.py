@@ -16,7 +16,9 @@ from tests.factories import make_agent
 from tools_app import pipeline
 from tools_app.models import ApprovalRequest, ApprovalRule, PendingChange
 from tools_app.registry import registry
+from tools_app.workspace import workspace_for
 from tools_app.services import approvals as svc
+from tools_app import execution
 from tools_app.services.agents import agent_update, token_issue
 
 pytestmark = pytest.mark.django_db
@@ -32,7 +34,7 @@ def staff(django_user_model):
 @pytest.fixture
 def cautious():
     agent = agent_update(agent=make_agent(), mode="cautious")
-    ws = pipeline.workspace_for(agent, "")
+    ws = workspace_for(agent, "")
     ws.mkdir(parents=True, exist_ok=True)
     for sub in ("docs", "src", "backup"):
         (ws / sub).mkdir(exist_ok=True)
@@ -55,7 +57,7 @@ def allow_always(agent, staff, tool, arguments, match="exact", pattern=None):
 def covered(agent, tool, arguments) -> bool:
     """Would an active rule of this agent let the call run without asking (the gate's own check)?"""
     return svc.approval_rule_match(agent=agent, tool=registry.get(tool), args=arguments, user_id="",
-                                   workspace=pipeline.workspace_for(agent, "")) is not None
+                                   workspace=workspace_for(agent, "")) is not None
 
 
 def exec_covered(agent, command, **args) -> bool:
@@ -71,7 +73,7 @@ def test_a_docs_glob_rule_does_not_reach_other_directories_or_escape(cautious, s
     assert not covered(cautious, "write_file", {"path": "docs/a/b/c.md", "content": "x"})
     outcome = pipeline.execute(pipeline.ToolCall(agent=cautious, tool="write_file",
                                                  arguments={"path": "docs/../x.md", "content": "x"}))
-    assert outcome.status == "pending_approval" and not (pipeline.workspace_for(cautious, "") / "x.md").exists()
+    assert outcome.status == "pending_approval" and not (workspace_for(cautious, "") / "x.md").exists()
 
 
 def test_an_approved_find_does_not_approve_deleting_or_writing_elsewhere(cautious, staff):
@@ -82,7 +84,7 @@ def test_an_approved_find_does_not_approve_deleting_or_writing_elsewhere(cautiou
     for command in ("find . -name x -o -delete", "find . -name x -fprint /any/path"):
         outcome = pipeline.execute(pipeline.ToolCall(agent=cautious, tool="exec", arguments={"command": command}))
         assert outcome.status == "pending_approval", command
-    assert (pipeline.workspace_for(cautious, "") / "docs" / "a.md").exists()
+    assert (workspace_for(cautious, "") / "docs" / "a.md").exists()
 
 
 # --- widened exec rules: evasions that must be asked again -------------------------------------------------
@@ -279,7 +281,7 @@ def test_a_widened_rule_covers_any_directory_of_the_workspace_but_not_outside(wi
 
 
 def test_a_symlink_out_of_the_workspace_is_outside(widened, tmp_path):
-    ws = pipeline.workspace_for(widened, "")
+    ws = workspace_for(widened, "")
     os.symlink(tmp_path, ws / "elsewhere")
     assert not exec_covered(widened, "cat -n docs/a.md elsewhere/secret") and not exec_covered(widened, "find . -name elsewhere/x")
     assert exec_covered(widened, "find . -name docs")
@@ -319,7 +321,7 @@ def test_widened_rules_are_refused_when_they_cannot_be_judged(cautious, staff, c
 
 # --- exact exec rules bind the whole call ------------------------------------------------------------------
 def test_an_exact_exec_rule_binds_the_working_directory_and_timeout(cautious, staff):
-    (pipeline.workspace_for(cautious, "") / "src" / "sub").mkdir()
+    (workspace_for(cautious, "") / "src" / "sub").mkdir()
     rule = allow_always(cautious, staff, "exec", {"command": "echo hi", "working_dir": "src", "timeout": 10})
     assert rule.match == "exact" and rule.args_hash and "working directory `src`" in rule.description
     assert exec_covered(cautious, "echo hi", working_dir="src", timeout=10)
@@ -332,7 +334,7 @@ def test_an_exact_exec_rule_binds_the_working_directory_and_timeout(cautious, st
 
 # --- path rules: the normalised path, segment by segment ---------------------------------------------------
 def test_path_rules_match_the_normalised_path_segment_wise(cautious, staff, tmp_path):
-    ws = pipeline.workspace_for(cautious, "")
+    ws = workspace_for(cautious, "")
     (ws / "secrets.md").write_text("s")
     os.symlink("../secrets.md", ws / "docs" / "evil.md")
     os.symlink(tmp_path, ws / "docs" / "out")
@@ -446,9 +448,9 @@ def test_held_changes_are_sealed_at_rest_and_applied_exactly(review, staff):
     assert change.sealed_arguments.startswith("v1:") and change.arguments["content"] != content
     assert crypto.decrypt_json(change.sealed_arguments, associated_data=svc.pending_change_seal_context(change.pk)) == {
         "path": f"conf/{FAKE_KEY}.env", "content": content}
-    done = svc.pending_change_decide(change_id=change.pk, accept=True, actor=staff)
+    done = execution.pending_change_decide(change_id=change.pk, accept=True, actor=staff)
     assert done.status == "accepted", done.result
-    assert (pipeline.workspace_for(review, "") / "conf" / f"{FAKE_KEY}.env").read_text() == content
+    assert (workspace_for(review, "") / "conf" / f"{FAKE_KEY}.env").read_text() == content
     assert PendingChange.objects.get(pk=change.pk).sealed_arguments == ""  # erased once decided
 
 
@@ -457,10 +459,10 @@ def test_sealed_arguments_open_only_for_their_own_row(review, staff):
     second = pipeline.execute(pipeline.ToolCall(agent=review, tool="write_file", arguments={"path": "b.txt", "content": "B"}))
     a, b = (PendingChange.objects.get(pk=o.extra["pending_change_id"]) for o in (first, second))
     PendingChange.objects.filter(pk=b.pk).update(sealed_arguments=a.sealed_arguments)  # a copied ciphertext
-    failed = svc.pending_change_decide(change_id=b.pk, accept=True, actor=staff)
+    failed = execution.pending_change_decide(change_id=b.pk, accept=True, actor=staff)
     assert failed.status == "failed" and "could not be opened" in failed.result
-    assert not (pipeline.workspace_for(review, "") / "a.txt").exists()
-    rejected = svc.pending_change_decide(change_id=a.pk, accept=False, actor=staff)
+    assert not (workspace_for(review, "") / "a.txt").exists()
+    rejected = execution.pending_change_decide(change_id=a.pk, accept=False, actor=staff)
     assert rejected.status == "rejected" and PendingChange.objects.get(pk=a.pk).sealed_arguments == ""
 
 
@@ -534,6 +536,6 @@ def test_the_migration_seals_held_changes_and_binds_exact_exec_rules(staff):
     assert held_now.sealed_arguments.startswith("v1:") and done_now.sealed_arguments == ""
     assert ApprovalRule.objects.get(pk=bound.pk).args_hash == source.args_hash
     assert ApprovalRule.objects.get(pk=orphan.pk).revoked_at is not None
-    applied = svc.pending_change_decide(change_id=held.pk, accept=True, actor=staff)
+    applied = execution.pending_change_decide(change_id=held.pk, accept=True, actor=staff)
     assert applied.status == "accepted", applied.result
-    assert (pipeline.workspace_for(agent, "") / "old.env").read_text() == args["content"]
+    assert (workspace_for(agent, "") / "old.env").read_text() == args["content"]

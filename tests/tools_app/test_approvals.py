@@ -15,6 +15,7 @@ from tools_app.base import Tool, ToolResult
 from tools_app.models import ApprovalRequest, ApprovalRule, PendingChange, ToolInvocation, ToolPermission
 from tools_app.registry import registry
 from tools_app.services import approvals as svc
+from tools_app import execution
 from tools_app.services.agents import agent_update
 
 pytestmark = pytest.mark.django_db
@@ -132,7 +133,7 @@ def test_plan_mode_unlocks_mutating_tools_for_the_approved_session_only(agent, r
     svc.approval_decide(approval_id=plan.pk, decision="allow_once", actor=staff)
     assert run(agent, "change", {"what": "x"}, reg, session_key="s1").for_llm == "changed x"
     assert verdict(run(agent, "change", {"what": "x"}, reg, session_key="s2")) == "deny"
-    assert "approved" in svc.approval_execute(approval_id=plan.pk, agent=agent).for_llm
+    assert "approved" in execution.approval_execute(approval_id=plan.pk, agent=agent).for_llm
 
 
 # --- permissions --------------------------------------------------------------------------------------
@@ -252,7 +253,7 @@ def test_deny_is_final_and_a_second_decision_conflicts(agent, reg, staff):
         svc.approval_decide(approval_id=req.pk, decision="allow_once", actor=staff)
     assert exc.value.code == "approval_already_decided"
     with pytest.raises(Conflict):
-        svc.approval_execute(approval_id=req.pk, agent=agent)
+        execution.approval_execute(approval_id=req.pk, agent=agent)
     req.refresh_from_db()
     assert (req.decision, req.decided_by, req.note) == ("deny", staff, "no") and req.decided_at
 
@@ -293,7 +294,7 @@ def test_a_decision_after_expiry_is_refused_without_any_sweeper(agent, reg, staf
     req.refresh_from_db()
     assert req.status == "expired" and req.decision == ""
     with pytest.raises(Gone):
-        svc.approval_execute(approval_id=req.pk, agent=agent)
+        execution.approval_execute(approval_id=req.pk, agent=agent)
 
 
 def test_an_approval_not_used_before_its_deadline_expires(agent, reg, staff):
@@ -301,14 +302,14 @@ def test_an_approval_not_used_before_its_deadline_expires(agent, reg, staff):
     svc.approval_decide(approval_id=req.pk, decision="allow_once", actor=staff)
     ApprovalRequest.objects.filter(pk=req.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
     with pytest.raises(Gone):
-        svc.approval_execute(approval_id=req.pk, agent=agent)
+        execution.approval_execute(approval_id=req.pk, agent=agent)
     assert ApprovalRequest.objects.get(pk=req.pk).status == "expired"
 
 
 def test_the_sweeper_expires_overdue_requests_only(agent, reg, staff):
     overdue, fresh, used = make_pending(agent, reg), make_pending(agent, reg), make_pending(agent, reg)
     svc.approval_decide(approval_id=used.pk, decision="allow_once", actor=staff)
-    assert svc.approval_execute(approval_id=used.pk, agent=agent, reg=reg).status == "ok"
+    assert execution.approval_execute(approval_id=used.pk, agent=agent, tools=reg).status == "ok"
     past = timezone.now() - timedelta(seconds=1)
     ApprovalRequest.objects.filter(pk__in=[overdue.pk, used.pk]).update(expires_at=past)
     assert svc.approval_sweep_expired() == 1
@@ -368,14 +369,14 @@ def test_an_approved_call_runs_exactly_once(agent, reg, staff):
     agent = with_mode(agent, "cautious")
     req = make_pending(agent, reg, "change", {"what": "the thing"}, session_key="s9")
     svc.approval_decide(approval_id=req.pk, decision="allow_once", actor=staff)
-    outcome = svc.approval_execute(approval_id=req.pk, agent=agent, reg=reg)
+    outcome = execution.approval_execute(approval_id=req.pk, agent=agent, tools=reg)
     assert (outcome.status, outcome.for_llm, outcome.extra["approval_id"]) == ("ok", "changed the thing", str(req.pk))
     row = ToolInvocation.objects.get(pk=outcome.invocation_id)
     assert (row.status, row.session_key, row.arguments) == ("ok", "s9", {"what": "the thing"})
     req.refresh_from_db()
     assert req.consumed_at and str(req.invocation_id) == outcome.invocation_id
     with pytest.raises(Conflict) as exc:
-        svc.approval_execute(approval_id=req.pk, agent=agent, reg=reg)
+        execution.approval_execute(approval_id=req.pk, agent=agent, tools=reg)
     assert exc.value.code == "approval_already_used"
 
 
@@ -384,9 +385,9 @@ def test_other_arguments_are_refused_and_do_not_use_up_the_approval(agent, reg, 
     req = make_pending(agent, reg, "change", {"what": "small"})
     svc.approval_decide(approval_id=req.pk, decision="allow_once", actor=staff)
     with pytest.raises(Conflict) as exc:
-        svc.approval_execute(approval_id=req.pk, agent=agent, arguments={"what": "big"}, reg=reg)
+        execution.approval_execute(approval_id=req.pk, agent=agent, arguments={"what": "big"}, tools=reg)
     assert exc.value.code == "arguments_mismatch"
-    assert svc.approval_execute(approval_id=req.pk, agent=agent, arguments={"what": "small"}, reg=reg).for_llm == "changed small"
+    assert execution.approval_execute(approval_id=req.pk, agent=agent, arguments={"what": "small"}, tools=reg).for_llm == "changed small"
 
 
 def test_redacted_arguments_must_be_resent_exactly(agent, reg, staff):
@@ -395,9 +396,9 @@ def test_redacted_arguments_must_be_resent_exactly(agent, reg, staff):
     assert FAKE_KEY not in str(req.arguments)
     svc.approval_decide(approval_id=req.pk, decision="allow_once", actor=staff)
     with pytest.raises(ValidationError) as exc:
-        svc.approval_execute(approval_id=req.pk, agent=agent, reg=reg)
+        execution.approval_execute(approval_id=req.pk, agent=agent, tools=reg)
     assert exc.value.code == "arguments_required"
-    assert svc.approval_execute(approval_id=req.pk, agent=agent, arguments={"what": "x", "token": FAKE_KEY}, reg=reg).status == "ok"
+    assert execution.approval_execute(approval_id=req.pk, agent=agent, arguments={"what": "x", "token": FAKE_KEY}, tools=reg).status == "ok"
 
 
 def test_another_agent_cannot_use_an_approval(agent, reg, staff):
@@ -406,13 +407,13 @@ def test_another_agent_cannot_use_an_approval(agent, reg, staff):
     req = make_pending(agent, reg)
     svc.approval_decide(approval_id=req.pk, decision="allow_once", actor=staff)
     with pytest.raises(NotFound):
-        svc.approval_execute(approval_id=req.pk, agent=make_agent(), reg=reg)
+        execution.approval_execute(approval_id=req.pk, agent=make_agent(), tools=reg)
 
 
 def test_a_pending_request_cannot_be_executed(agent, reg):
     req = make_pending(agent, reg)
     with pytest.raises(Conflict) as exc:
-        svc.approval_execute(approval_id=req.pk, agent=agent, reg=reg)
+        execution.approval_execute(approval_id=req.pk, agent=agent, tools=reg)
     assert exc.value.code == "approval_not_approved"
 
 
@@ -421,7 +422,7 @@ def test_policy_is_checked_again_at_execution(agent, reg, staff):
     req = make_pending(agent, reg, "change", {"what": "x"})
     svc.approval_decide(approval_id=req.pk, decision="allow_once", actor=staff)
     ToolPermission.objects.create(scope="agent", agent=agent, tool="change", permission="deny")
-    outcome = svc.approval_execute(approval_id=req.pk, agent=agent, reg=reg)
+    outcome = execution.approval_execute(approval_id=req.pk, agent=agent, tools=reg)
     assert outcome.status == "denied" and ToolInvocation.objects.get(pk=outcome.invocation_id).status == "denied"
     assert ApprovalRequest.objects.get(pk=req.pk).consumed_at is None
 
@@ -436,7 +437,7 @@ def test_execution_is_vetted_in_the_original_call_context(agent, reg, staff):
     subagent_policy = ToolPolicy.objects.get(scope="subagent")
     subagent_policy.deny = ["gated"]
     subagent_policy.save()
-    outcome = svc.approval_execute(approval_id=req.pk, agent=agent, reg=reg)
+    outcome = execution.approval_execute(approval_id=req.pk, agent=agent, tools=reg)
     assert outcome.status == "denied" and "no longer available" in outcome.for_llm
 
 
@@ -528,11 +529,11 @@ def test_review_mode_holds_writes_until_a_person_accepts_them(agent, staff):
     change = PendingChange.objects.get(pk=outcome.extra["pending_change_id"])
     assert "held" in outcome.for_llm and not (agent.workspace_path / "notes" / "a.txt").exists()
     assert (change.path, change.status, change.summary) == ("notes/a.txt", "pending", "write notes/a.txt: 3 characters")
-    accepted = svc.pending_change_decide(change_id=change.pk, accept=True, actor=staff)
+    accepted = execution.pending_change_decide(change_id=change.pk, accept=True, actor=staff)
     assert accepted.status == "accepted" and (agent.workspace_path / "notes" / "a.txt").read_text() == "v1\n"
     assert ToolInvocation.objects.get(pk=accepted.invocation_id).status == "ok"
     with pytest.raises(Conflict):
-        svc.pending_change_decide(change_id=change.pk, accept=True, actor=staff)
+        execution.pending_change_decide(change_id=change.pk, accept=True, actor=staff)
 
 
 def test_rejected_changes_are_never_written_and_a_failed_edit_is_reported(agent, staff):
@@ -540,9 +541,9 @@ def test_rejected_changes_are_never_written_and_a_failed_edit_is_reported(agent,
     (agent.workspace_path / "f.txt").write_text("old\n")
     first = run(agent, "write_file", {"path": "g.txt", "content": "x"}, session_key="s").extra["pending_change_id"]
     edit = run(agent, "edit", {"path": "f.txt", "old_string": "missing", "new_string": "new"}, session_key="s")
-    assert svc.pending_change_decide(change_id=first, accept=False, actor=staff).status == "rejected"
+    assert execution.pending_change_decide(change_id=first, accept=False, actor=staff).status == "rejected"
     assert not (agent.workspace_path / "g.txt").exists()
-    failed = svc.pending_change_decide(change_id=edit.extra["pending_change_id"], accept=True, actor=staff)
+    failed = execution.pending_change_decide(change_id=edit.extra["pending_change_id"], accept=True, actor=staff)
     assert failed.status == "failed" and failed.result and (agent.workspace_path / "f.txt").read_text() == "old\n"
 
 
@@ -551,6 +552,6 @@ def test_a_session_batch_is_accepted_in_order(agent, staff):
     run(agent, "write_file", {"path": "b.txt", "content": "one\n"}, session_key="s")
     run(agent, "edit", {"path": "b.txt", "old_string": "one", "new_string": "two"}, session_key="s")
     run(agent, "write_file", {"path": "other.txt", "content": "x"}, session_key="elsewhere")
-    done = svc.pending_change_decide_batch(agent=agent, session_key="s", accept=True, actor=staff)
+    done = execution.pending_change_decide_batch(agent=agent, session_key="s", accept=True, actor=staff)
     assert [c.status for c in done] == ["accepted", "accepted"]
     assert (agent.workspace_path / "b.txt").read_text() == "two\n" and not (agent.workspace_path / "other.txt").exists()

@@ -66,25 +66,38 @@ def test_binary_tool_output_with_nul_bytes_is_returned_and_stored(api, agent):
     assert ToolInvocation.objects.filter(agent_key=agent.key, status="ok").count() == 2
 
 
+def _asked(agent):
+    """A real approval request: the agent in manual mode asks before running datetime."""
+    from tools_app import pipeline
+    from tools_app.services.agents import agent_update
+
+    agent_update(agent=agent, mode="manual")
+    return pipeline.execute(pipeline.ToolCall(agent=agent, tool="datetime", arguments={})).extra["approval_id"]
+
+
 @pytest.mark.parametrize("body", ["[]", "null", '{"decision": "maybe"}', '{"decision": 5}', '{"decision": "allow_always", "rule": {"match": "glob", "pattern": 7}}',
                                   '{"decision": "allow_always", "rule": "x"}',
                                   '{"decision": "allow_once", "note": "' + "x" * 5000 + '"}', '{"decision": "deny\\u0000"}'])
 def test_approval_decision_bad_bodies(staff_api, agent, body):
-    from tools_app.models import Agent
-
-    Agent.objects.filter(pk=agent.pk).update(mode="manual")
-    from tools_app import pipeline
-
-    agent.refresh_from_db()
-    asked = pipeline.execute(pipeline.ToolCall(agent=agent, tool="datetime", arguments={}))
-    approval_id = asked.extra["approval_id"]
+    approval_id = _asked(agent)
     response = staff_api.post(f"/api/v1/approvals/{approval_id}/decision", data=body, content_type="application/json")
     assert 400 <= response.status_code < 500, response.content[:300]
 
 
-@pytest.mark.parametrize("body", ["[]", '{"arguments": []}', '{"arguments": "x"}', '{"arguments": {"timezone": 5}}'])
-def test_approval_execute_bad_bodies(api, body):
-    import uuid
+@pytest.mark.parametrize("body, status, code", [
+    ("[]", 400, "invalid_request"), ("null", 400, "invalid_request"), ('{"arguments": []}', 400, "invalid_request"),
+    ('{"arguments": "x"}', 400, "invalid_request"), ('{"arguments": {"timezone": 5}}', 409, "arguments_mismatch"),
+])
+def test_approval_execute_bad_bodies_leave_the_approval_unused(api, agent, django_user_model, body, status, code):
+    from tools_app.models import ApprovalRequest
+    from tools_app.services import approvals as svc
 
-    response = api.post(f"/api/v1/approvals/{uuid.uuid4()}/execute", data=body, content_type="application/json")
-    assert 400 <= response.status_code < 500, response.content[:300]
+    approval_id = _asked(agent)
+    svc.approval_decide(approval_id=approval_id, decision="allow_once",
+                        actor=django_user_model.objects.create_user("ops", password="pw-ops-12345", is_staff=True))
+    response = api.post(f"/api/v1/approvals/{approval_id}/execute", data=body, content_type="application/json")
+    assert (response.status_code, response.json()["error"]["code"]) == (status, code), response.content[:300]
+    req = ApprovalRequest.objects.get(pk=approval_id)
+    assert (req.status, req.consumed_at, req.invocation_id) == ("approved", None, None)
+    ran = api.post(f"/api/v1/approvals/{approval_id}/execute", data="{}", content_type="application/json")
+    assert ran.status_code == 200 and ran.json()["status"] == "ok"

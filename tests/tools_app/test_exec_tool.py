@@ -1,5 +1,6 @@
 """The `exec` tool with real processes in the agent's sandbox profile (bubblewrap by default); per-call
-settings come from ToolContext.settings, the profile from the database."""
+settings come from ToolContext.settings, the directory and denied paths from its Workspace, the profile from the
+database."""
 from __future__ import annotations
 
 import os
@@ -13,6 +14,7 @@ from tests.factories import make_agent
 from tools_app.base import ToolContext, ToolError
 from tools_app.builtin.runtime import TOOLS, ExecTool
 from tools_app.registry import ToolRegistry
+from tools_app.workspace import Workspace, denied_paths
 
 pytestmark = pytest.mark.django_db
 
@@ -48,14 +50,15 @@ def exec_agent(db, workspace):
     return make_agent(workspace=str(workspace))
 
 
-def make_ctx(workspace, agent=None, **settings):
+def make_ctx(workspace, agent=None, denied=(), **settings):
     if agent is None:
         agent = make_agent(workspace=str(workspace))
-    return ToolContext(agent_key=agent.key, agent_id=agent.pk, workspace=workspace, settings=settings)
+    ws = Workspace(root=workspace, denied=denied_paths({"denied_paths": list(denied)}), agent_key=agent.key)
+    return ToolContext(agent_key=agent.key, agent_id=agent.pk, workspace=ws, settings=settings)
 
 
-def run(tool, workspace, args, agent=None, **settings):
-    return tool.run(make_ctx(workspace, agent, **settings), args)
+def run(tool, workspace, args, agent=None, denied=(), **settings):
+    return tool.run(make_ctx(workspace, agent, denied, **settings), args)
 
 
 def host_agent(workspace):
@@ -167,7 +170,7 @@ def test_working_dir_denied_path(tool, workspace):
     with pytest.raises(ToolError, match="working_dir refused"):
         run(tool, workspace, {"command": "true", "working_dir": ".goclaw"})
     with pytest.raises(ToolError, match="working_dir refused"):
-        run(tool, workspace, {"command": "true", "working_dir": "private"}, denied_paths=["private/"])
+        run(tool, workspace, {"command": "true", "working_dir": "private"}, denied=["private/"])
 
 
 def test_nul_refused(tool, workspace):

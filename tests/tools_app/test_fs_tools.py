@@ -13,6 +13,7 @@ from tools_app import paths
 from tools_app.base import ToolContext, ToolError, ToolResult
 from tools_app.builtin import fs
 from tools_app.registry import ToolRegistry
+from tools_app.workspace import Workspace
 
 SECRET = "TOP-SECRET-OUTSIDE"
 TOOLS = {t.name: t for t in fs.TOOLS}
@@ -33,7 +34,7 @@ def outside(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def ctx(ws: Path) -> ToolContext:
-    return ToolContext(agent_key="agent", workspace=ws)
+    return ToolContext(agent_key="agent", workspace=Workspace(root=ws))
 
 
 def run(ctx: ToolContext, name: str, **args) -> str:
@@ -135,7 +136,7 @@ def test_workspace_dir(ctx, ws, tmp_path):
     assert run(ctx, "workspace_dir") == str(ws.resolve())
     link = tmp_path / "link"
     os.symlink(ws, link)
-    assert run(ctx.replace(workspace=link), "workspace_dir") == str(ws.resolve())
+    assert run(ctx.replace(workspace=Workspace(root=link)), "workspace_dir") == str(ws.resolve())
 
 
 # --- read_file ------------------------------------------------------------------------------
@@ -429,12 +430,12 @@ def test_list_weird_names_are_escaped(ctx, ws):
 def test_custom_denied_paths(ws):
     make(ws, "secrets/key", "k")
     make(ws, ".goclaw/ok", "fine")
-    ctx = ToolContext(agent_key="a", workspace=ws, settings={"denied_paths": ["secrets/"]})
+    ctx = ToolContext(agent_key="a", workspace=Workspace(root=ws, denied=("secrets/",)))
     assert "secrets" not in run(ctx, "list_files", recursive=True)
     assert ".goclaw/ok" in run(ctx, "list_files", recursive=True)
     assert "protected" in fails(ctx, "read_file", path="secrets/key")
     assert "fine" in run(ctx, "read_file", path=".goclaw/ok")
-    open_ctx = ToolContext(agent_key="a", workspace=ws, settings={"denied_paths": []})
+    open_ctx = ToolContext(agent_key="a", workspace=Workspace(root=ws, denied=()))
     assert "k" in run(open_ctx, "read_file", path="secrets/key")
 
 
@@ -613,7 +614,7 @@ def test_glob_matcher_no_pathological_backtracking():
 def test_two_workspaces_are_isolated(tmp_path):
     a, b = tmp_path / "ws" / "alice", tmp_path / "ws" / "bob"
     make(b, "diary.txt", "bob's secret")
-    ca = ToolContext(agent_key="x", workspace=a, user_id="alice")
+    ca = ToolContext(agent_key="x", workspace=Workspace(root=a, user_id="alice"))
     make(a, "mine.txt", "alice")
     for name, args in (
         ("read_file", {"path": "../bob/diary.txt"}),

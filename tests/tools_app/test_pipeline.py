@@ -294,8 +294,8 @@ def test_open_agents_get_a_workspace_per_user(tmp_path):
     agent = make_agent(agent_type=AgentType.OPEN, workspace=str(tmp_path))
     alice = pipeline.build_context(call(agent, "x", user_id="alice"))
     evil = pipeline.build_context(call(agent, "x", user_id="../bob"))
-    assert alice.workspace == tmp_path / "alice"
-    assert evil.workspace.parent == tmp_path and ".." not in evil.workspace.name
+    assert alice.workspace.root == tmp_path / "alice"
+    assert evil.workspace.root.parent == tmp_path and ".." not in evil.workspace.root.name
 
 
 def test_registry_rejects_bad_schemas_and_duplicate_names():

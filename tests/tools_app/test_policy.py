@@ -12,9 +12,11 @@ from goclaw.management.commands.up import database_url
 
 from tests.factories import make_agent
 from tools_app.base import Tool, ToolResult
+from tools_app.calls import CallContext
 from tools_app.models import ToolPolicy, ToolProfile
 from tools_app.policy import PolicyInput, explain, resolve
 from tools_app.registry import registry
+from tools_app.services.policy import tool_policy_delete, tool_policy_save
 
 pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,16 +39,25 @@ def reg():
 
 
 def policy(scope, **fields):
-    return ToolPolicy.objects.update_or_create(scope=scope, agent=fields.pop("agent", None), provider=fields.pop("provider", ""),
-                                               group_key=fields.pop("group_key", ""), defaults=fields)[0]
+    """Create or update the policy at this scope through its service (as the admin does)."""
+    target = {"scope": scope, "agent": fields.pop("agent", None), "provider": fields.pop("provider", ""),
+              "group_key": fields.pop("group_key", "")}
+    spec = ToolPolicy.objects.filter(**target).first() or ToolPolicy(**target)
+    for name, value in fields.items():
+        setattr(spec, name, value)
+    return tool_policy_save(actor=None, policy=spec)[0]
 
 
 def profile(name):
     return ToolProfile.objects.get(name=name)
 
 
+def policy_input(agent, depth=0, **kw):
+    return PolicyInput(agent, CallContext(subagent_depth=depth, **kw))
+
+
 def allowed(reg, agent, **kw):
-    return set(resolve(PolicyInput(agent=agent, **kw), reg))
+    return set(resolve(policy_input(agent, **kw), reg))
 
 
 FS = {"read_file", "write_file", "edit", "list_files", "search", "glob", "workspace_dir"}
@@ -131,7 +142,7 @@ def test_explain_names_the_step_that_decided_each_tool(reg):
     agent = make_agent(provider="openai")
     policy("global", profile=profile("coding"), also_allow=["datetime"])
     policy("agent", agent=agent, deny=["exec"])
-    result = explain(PolicyInput(agent=agent, depth=1), reg)
+    result = explain(policy_input(agent, depth=1), reg)
     tools = {t["name"]: t for t in result["tools"]}
     assert tools["exec"]["allowed"] is False
     assert tools["exec"]["trail"] == [{"step": "global profile (coding)", "effect": "added"},
@@ -153,7 +164,7 @@ def test_cold_resolution_is_bounded_in_queries_and_warm_is_free(reg, django_asse
     from tools_app.policy import _cache
 
     _cache.clear()
-    inp = PolicyInput(agent=agent, channel="cli", depth=1)
+    inp = policy_input(agent, channel="cli", depth=1)
     with django_assert_max_num_queries(6):
         cold = resolve(inp, reg)
     with django_assert_num_queries(0):
@@ -166,7 +177,7 @@ def test_a_change_is_visible_at_once_in_the_same_process(reg):
     assert "exec" in allowed(reg, agent)
     p = policy("agent", agent=agent, deny=["exec"])
     assert "exec" not in allowed(reg, agent)
-    p.delete()
+    tool_policy_delete(actor=None, queryset=ToolPolicy.objects.filter(pk=p.pk))
     assert "exec" in allowed(reg, agent)
 
 

@@ -1,14 +1,14 @@
 """Per-user and per-agent ceilings on top of the per-session bucket: a caller cannot dodge the limit with a
 fresh session key or user id per call, and a refused call costs no bucket a token (P5 §3)."""
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from goclaw.errors import ValidationError
 from tests.factories import make_agent
 from tools_app import pipeline
 from tools_app.models import RateLimitBucket
-from tools_app.ratelimit import rate_limit_take
+from tools_app.ratelimit import _PG_TAKE, rate_limit_take
 
 pytestmark = pytest.mark.django_db
 
@@ -121,12 +121,64 @@ def test_caller_keys_holding_credentials_never_become_bucket_keys(backend):
 
 def test_all_buckets_are_checked_in_one_sql_statement(settings):
     settings.REDIS_URL = ""
+    rate_limit_take([("warm:1", 5)])  # the statement is prepared on this connection (at most once per connection)
     with CaptureQueriesContext(connection) as queries:
         assert rate_limit_take([("s:x:1", 5), ("u:x:1", 5), ("a:x", 5)]) == []
     assert len(queries) == 1
     with CaptureQueriesContext(connection) as queries:
         assert rate_limit_take([("s:x:1", 0), ("u:x:1", 0)]) == []
     assert len(queries) == 0
+
+
+def statements(queries) -> list[str]:
+    return [q["sql"].split()[0] for q in queries]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_new_connection_prepares_the_take_once_and_a_rollback_does_not_lose_it(settings):
+    settings.REDIS_URL = ""
+    connection.close()
+    with CaptureQueriesContext(connection) as queries:
+        assert rate_limit_take([("p:1", 2)]) == []
+    assert statements(queries) == ["SELECT", "PREPARE", "EXECUTE"]
+    with pytest.raises(RuntimeError), transaction.atomic():
+        assert rate_limit_take([("p:1", 2)]) == []
+        raise RuntimeError("roll back")  # undoes the take, not the PREPARE (a session object)
+    with CaptureQueriesContext(connection) as queries:
+        assert rate_limit_take([("p:1", 2)]) == []
+        assert rate_limit_take([("p:1", 2)]) == [0]
+    assert statements(queries) == ["EXECUTE", "EXECUTE"]
+
+
+def test_a_connection_holding_a_statement_this_process_forgot_is_not_prepared_twice(settings):
+    settings.REDIS_URL = ""
+    rate_limit_take([("f:1", 2)])
+    _PG_TAKE._prepared_on.discard(connection.connection)  # as if the PREPARE's answer had been lost
+    with CaptureQueriesContext(connection) as queries:
+        assert rate_limit_take([("f:1", 2)]) == []
+        assert rate_limit_take([("f:1", 2)]) == [0]
+    assert statements(queries) == ["SELECT", "EXECUTE", "EXECUTE"]
+
+
+def test_behind_a_transaction_pooler_the_take_is_sent_whole_and_stays_all_or_nothing(settings, monkeypatch):
+    settings.REDIS_URL = ""
+    # Django's switch for transaction pooling (PgBouncer): no session state such as a prepared statement survives.
+    monkeypatch.setitem(connection.settings_dict, "DISABLE_SERVER_SIDE_CURSORS", True)
+    with CaptureQueriesContext(connection) as queries:
+        assert rate_limit_take([("d:one", 1), ("d:two", 5)]) == []
+        assert rate_limit_take([("d:one", 1), ("d:two", 5)]) == [0]
+    assert statements(queries) == ["WITH", "WITH"]
+    assert RateLimitBucket.objects.get(key="d:two").tokens == pytest.approx(4, abs=0.01)
+
+
+@pytest.mark.parametrize("pooled", [False, True])
+def test_bucket_keys_are_stored_exactly_whatever_characters_they_hold(settings, monkeypatch, pooled):
+    settings.REDIS_URL = ""
+    monkeypatch.setitem(connection.settings_dict, "DISABLE_SERVER_SIDE_CURSORS", pooled)
+    keys = ["s:a:x', '{}'); DROP TABLE x; --", 's:a:{"b",c}', "s:a:back\\slash NULL", "s:a:é ☃ \t"]
+    assert rate_limit_take([(k, 1) for k in keys]) == []
+    assert rate_limit_take([(k, 1) for k in keys]) == [0, 1, 2, 3]
+    assert sorted(RateLimitBucket.objects.filter(key__in=keys).values_list("key", flat=True)) == sorted(keys)
 
 
 def test_take_is_all_or_nothing_at_the_store_level(backend):

@@ -8,7 +8,7 @@ from channels.layers import get_channel_layer
 from django.db import connection
 
 from tests.factories import make_agent
-from tools_app import pipeline
+from tools_app import labels, pipeline
 from tools_app.base import Tool, ToolError, ToolResult
 from tools_app.hooks import HookResult, PreHook, hooks
 from tools_app.models import StoredToolOutput, ToolInvocation
@@ -198,13 +198,13 @@ def test_stored_outputs_keep_no_credential_and_stay_readable_by_their_own_user_o
 
 
 def test_labels_keep_ordinary_values_and_tell_redacted_ones_apart():
-    assert pipeline.label("alice", 255) == "alice" and pipeline.label("", 255) == ""
-    a, b = pipeline.label(f"u-{GITHUB}", 255), pipeline.label(f"u-{GITHUB[:-1]}B", 255)
+    assert labels.label("alice", 255) == "alice" and labels.label("", 255) == ""
+    a, b = labels.label(f"u-{GITHUB}", 255), labels.label(f"u-{GITHUB[:-1]}B", 255)
     assert a != b and a.startswith("u-[REDACTED]~") and b.startswith("u-[REDACTED]~")
-    assert pipeline.label(a, 255) != a  # a value shaped like a label is itself re-labelled: no forged collisions
+    assert labels.label(a, 255) != a  # a value shaped like a label is itself re-labelled: no forged collisions
     long = "k" * 300
-    assert len(pipeline.label(long, 200)) == 200 and pipeline.label(long, 200) != pipeline.label(long + "k", 200)
-    assert pipeline.label("a\x00b", 64) != pipeline.label("a\ufffdb", 64)
+    assert len(labels.label(long, 200)) == 200 and labels.label(long, 200) != labels.label(long + "k", 200)
+    assert labels.label("a\x00b", 64) != labels.label("a\ufffdb", 64)
 
 
 class WhoAmITool(Tool):
@@ -232,6 +232,7 @@ def test_held_calls_store_only_labels_and_resume_with_the_real_ids(django_user_m
     import hashlib
 
     from tools_app.services import approvals as svc
+    from tools_app import execution
 
     reg = registry.clone()
     reg.register(WhoAmITool())
@@ -243,7 +244,7 @@ def test_held_calls_store_only_labels_and_resume_with_the_real_ids(django_user_m
 
     staff = django_user_model.objects.create_user("approver", password="pw-approver-1", is_staff=True)
     svc.approval_decide(approval_id=pending.extra["approval_id"], decision="allow_once", actor=staff)
-    done = svc.approval_execute(approval_id=pending.extra["approval_id"], agent=agent, arguments={}, reg=reg)
-    real = "|".join((call.user_id, call.session_key, call.channel, call.chat_id))
+    done = execution.approval_execute(approval_id=pending.extra["approval_id"], agent=agent, arguments={}, tools=reg)
+    real = "|".join((call.context.user_id, call.context.session_key, call.context.channel, call.context.chat_id))
     assert done.for_llm == hashlib.sha256(real.encode()).hexdigest()  # the tool ran with the real ids
     assert_clean(raw_rows("tools_app_approvalrequest") + raw_rows("tools_app_toolinvocation"))

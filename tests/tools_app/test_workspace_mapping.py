@@ -10,7 +10,7 @@ import pytest
 from tests.factories import make_agent
 from tools_app import pipeline
 from tools_app.choices import AgentType
-from tools_app.pipeline import EMPTY_USER_DIRNAME, legacy_workspace_dirname, user_workspace_dirname, workspace_for
+from tools_app.workspace import EMPTY_USER_DIRNAME, legacy_workspace_dirname, user_workspace_dirname, workspace_for
 
 GITHUB = "ghp_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3z5A"
 

@@ -6,9 +6,11 @@ from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path
 
+from tools_app.admin.base import ServiceAdmin
+from tools_app.calls import CallContext
 from tools_app.models import Agent, AgentToken, StoredToolOutput, ToolInvocation
-from tools_app.policy import PolicyInput, explain
-from tools_app.services.agents import token_issue, token_revoke
+from tools_app.selectors import tool_catalog_explain
+from tools_app.services.agents import agent_delete, agent_save, token_issue, token_revoke
 
 
 class AgentTokenInline(admin.TabularInline):
@@ -23,13 +25,20 @@ class AgentTokenInline(admin.TabularInline):
 
 
 @admin.register(Agent)
-class AgentAdmin(admin.ModelAdmin):
+class AgentAdmin(ServiceAdmin):
     list_display = ["key", "display_name", "agent_type", "provider", "model", "sandbox_profile", "enabled", "updated_at"]
     list_filter = ["agent_type", "enabled", "provider", "sandbox_profile"]
     search_fields = ["key", "display_name"]
     inlines = [AgentTokenInline]
     actions = ["issue_token"]
     change_form_template = "admin/tools_app/agent_change_form.html"
+
+    def save_with_service(self, request, obj):
+        agent_save(agent=obj, actor=request.user)
+        return []
+
+    def delete_with_service(self, request, queryset):
+        return agent_delete(queryset=queryset, actor=request.user)
 
     def get_urls(self):
         return [path("<int:agent_id>/explain/", self.admin_site.admin_view(self.explain_view), name="tools_app_agent_explain"),
@@ -42,10 +51,10 @@ class AgentAdmin(admin.ModelAdmin):
             depth = max(0, min(16, int(request.GET.get("depth") or 0)))
         except ValueError:
             depth = 0
-        inp = PolicyInput(agent=agent, user_id=request.GET.get("user_id", ""), provider=request.GET.get("provider", ""),
-                          channel=request.GET.get("channel", ""), chat_id=request.GET.get("chat_id", ""), depth=depth)
+        call = CallContext(user_id=request.GET.get("user_id", ""), provider=request.GET.get("provider", ""),
+                           channel=request.GET.get("channel", ""), chat_id=request.GET.get("chat_id", ""), subagent_depth=depth)
         context = {**self.admin_site.each_context(request), "opts": self.model._meta, "original": agent,
-                   "title": f"Tool policy for {agent.key}", "explanation": explain(inp), "query": request.GET}
+                   "title": f"Tool policy for {agent.key}", "explanation": tool_catalog_explain(agent, call), "query": request.GET}
         return TemplateResponse(request, "admin/tools_app/agent_explain.html", context)
 
     @admin.action(description="Issue a new API token (shown once)")

@@ -14,10 +14,13 @@ from django.urls import path, reverse
 from django.utils import timezone
 
 from goclaw.errors import ApplicationError
+from tools_app.admin.base import CheckedForm, ServiceAdmin
 from tools_app.models import ApprovalRequest, ApprovalRule, PendingChange, ToolPermission
 from tools_app.selectors import approval_queue
 from tools_app.services.approvals import (approval_decide, approval_rule_description, approval_rule_preview,
-                                          approval_rule_revoke, canonical_arguments, pending_change_decide)
+                                          approval_rule_revoke, canonical_arguments)
+from tools_app.execution import pending_change_decide
+from tools_app.services.policy import SpecCheck, tool_permission_check, tool_permission_delete, tool_permission_save
 
 _PLACEHOLDER_ID = "00000000-0000-0000-0000-000000000000"
 
@@ -139,12 +142,29 @@ class ApprovalRuleAdmin(admin.ModelAdmin):
         self.message_user(request, f"Revoked {queryset.count()} rule(s).", messages.SUCCESS)
 
 
+class ToolPermissionForm(CheckedForm):
+    class Meta:
+        model = ToolPermission
+        fields = "__all__"
+
+    def run_check(self):
+        tool = self.cleaned_data.get("tool")
+        return tool_permission_check(tool) if tool else SpecCheck()  # a missing name is already a field error
+
+
 @admin.register(ToolPermission)
-class ToolPermissionAdmin(admin.ModelAdmin):
+class ToolPermissionAdmin(ServiceAdmin):
+    form = ToolPermissionForm
     list_display = ["tool", "permission", "scope", "agent", "mode", "note", "updated_at"]
     list_filter = ["permission", "scope", "mode"]
     search_fields = ["tool", "agent__key", "note"]
     autocomplete_fields = ["agent"]
+
+    def save_with_service(self, request, obj):
+        return tool_permission_save(actor=request.user, permission=obj)[1]
+
+    def delete_with_service(self, request, queryset):
+        return tool_permission_delete(actor=request.user, queryset=queryset)
 
 
 @admin.register(PendingChange)

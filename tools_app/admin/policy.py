@@ -1,31 +1,15 @@
 """Policy specs and profiles: malformed lists are form errors, unknown names are warnings after saving."""
 from __future__ import annotations
 
-from django import forms
-from django.contrib import admin, messages
+from django.contrib import admin
 
+from tools_app.admin.base import CheckedForm, ServiceAdmin
 from tools_app.models import ToolPolicy, ToolProfile
-from tools_app.services.policy import SpecCheck, policy_list_check, policy_spec_check
+from tools_app.services.policy import (SpecCheck, policy_spec_check, tool_policy_delete, tool_policy_save,
+                                       tool_profile_check, tool_profile_delete, tool_profile_save)
 
 
-class _CheckedForm(forms.ModelForm):
-    """Runs the spec check in clean(); keeps the warnings for the admin to show after saving."""
-
-    warnings: list[str]
-
-    def run_check(self) -> SpecCheck:  # pragma: no cover - overridden
-        raise NotImplementedError
-
-    def clean(self):
-        cleaned = super().clean()
-        check = self.run_check()
-        if check.errors:
-            raise forms.ValidationError(check.errors)
-        self.warnings = check.warnings
-        return cleaned
-
-
-class ToolPolicyForm(_CheckedForm):
+class ToolPolicyForm(CheckedForm):
     class Meta:
         model = ToolPolicy
         fields = "__all__"
@@ -35,33 +19,38 @@ class ToolPolicyForm(_CheckedForm):
         return policy_spec_check(allow=data.get("allow", []), deny=data.get("deny", []), also_allow=data.get("also_allow", []))
 
 
-class ToolProfileForm(_CheckedForm):
+class ToolProfileForm(CheckedForm):
     class Meta:
         model = ToolProfile
         fields = "__all__"
 
     def run_check(self) -> SpecCheck:
-        return policy_list_check("tools", self.cleaned_data.get("tools", []), allow_star=True)
-
-
-class _WarnOnSave(admin.ModelAdmin):
-    def save_model(self, request, obj, form, change):
-        super().save_model(request, obj, form, change)
-        for warning in getattr(form, "warnings", []):
-            messages.warning(request, warning)
+        return tool_profile_check(self.cleaned_data.get("tools", []))
 
 
 @admin.register(ToolPolicy)
-class ToolPolicyAdmin(_WarnOnSave):
+class ToolPolicyAdmin(ServiceAdmin):
     form = ToolPolicyForm
     list_display = ["__str__", "scope", "agent", "provider", "group_key", "profile", "enabled", "updated_at"]
     list_filter = ["scope", "enabled", "provider"]
     search_fields = ["agent__key", "provider", "group_key", "note"]
     autocomplete_fields = ["agent"]
 
+    def save_with_service(self, request, obj):
+        return tool_policy_save(actor=request.user, policy=obj)[1]
+
+    def delete_with_service(self, request, queryset):
+        return tool_policy_delete(actor=request.user, queryset=queryset)
+
 
 @admin.register(ToolProfile)
-class ToolProfileAdmin(_WarnOnSave):
+class ToolProfileAdmin(ServiceAdmin):
     form = ToolProfileForm
     list_display = ["name", "description"]
     search_fields = ["name"]
+
+    def save_with_service(self, request, obj):
+        return tool_profile_save(actor=request.user, profile=obj)[1]
+
+    def delete_with_service(self, request, queryset):
+        return tool_profile_delete(actor=request.user, queryset=queryset)

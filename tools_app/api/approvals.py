@@ -12,11 +12,12 @@ from rest_framework.views import APIView
 
 from goclaw.api import (IsStaff, StrictBooleanField, StrictCharField, StrictIntegerField, agent_of, error_responses,
                         validated, validated_query)
-from tools_app.api.serializers import ExecuteResponseSerializer
+from tools_app.api.serializers import EXECUTE_RESPONSES, execute_http_status
 from tools_app.choices import ApprovalDecision, ApprovalStatus, PendingChangeStatus, RuleMatch
 from tools_app.models import ApprovalRequest, PendingChange
 from tools_app.selectors import approval_get_for, approval_list_for, pending_change_list_for
 from tools_app.services import approvals as svc
+from tools_app import execution
 
 
 class ApprovalSerializer(serializers.ModelSerializer):
@@ -143,16 +144,17 @@ class ApprovalDecisionView(APIView):
 
 class ApprovalExecuteView(APIView):
     @extend_schema(request=ExecuteApprovedSerializer, summary="Run the approved call, exactly once",
-                   description="200 with the normal execute result (the tool's own failure is in-band, as on execute).",
-                   responses={200: ExecuteResponseSerializer, **error_responses({
+                   description="The normal execute result: 200 (the tool's own failure is in-band, as on execute), or "
+                               "202 when the call, checked again now, must wait for a person.",
+                   responses={**EXECUTE_RESPONSES, **error_responses({
                        400: "invalid fields, or the stored arguments were redacted and must be resent (arguments_required)",
                        409: "not approved (approval_not_approved), already used (approval_already_used) or other "
                             "arguments than the approved ones (arguments_mismatch)",
                        410: "the approval expired; the call was denied (approval_expired)"})})
     def post(self, request, pk):
         data = validated(ExecuteApprovedSerializer, request.data)
-        outcome = svc.approval_execute(approval_id=pk, agent=_scope(request), arguments=data.get("arguments"))
-        return Response(outcome.as_dict())
+        outcome = execution.approval_execute(approval_id=pk, agent=_scope(request), arguments=data.get("arguments"))
+        return Response(outcome.as_dict(), status=execute_http_status(outcome))
 
 
 class ApprovalCancelView(APIView):
@@ -184,5 +186,5 @@ class PendingChangeDecisionView(APIView):
                             "matches what was recorded (arguments_mismatch)"})})
     def post(self, request, pk):
         data = validated(ChangeDecisionSerializer, request.data)
-        change = svc.pending_change_decide(change_id=pk, accept=data["decision"] == "accept", actor=request.user)
+        change = execution.pending_change_decide(change_id=pk, accept=data["decision"] == "accept", actor=request.user)
         return Response(PendingChangeSerializer(change).data)

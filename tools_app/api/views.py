@@ -8,12 +8,12 @@ from rest_framework.views import APIView
 
 from goclaw.api import IsAgent, IsStaff, agent_of, error_responses, validated, validated_query
 from goclaw.errors import PermissionDenied, ValidationError
-from tools_app import pipeline, policy
+from tools_app import pipeline
+from tools_app.calls import CallContext, ToolCall
 from tools_app.api import serializers as s
-from tools_app.registry import registry
-from tools_app.selectors import invocation_list_for
+from tools_app.selectors import invocation_list_for, tool_catalog_explain, tool_catalog_for_agent
 from tools_app.services.agents import agent_get_by_key
-from tools_app.services.approvals import tool_execute_waiting
+from tools_app.execution import tool_execute
 
 
 def _acting_agent(request, key: str | None):
@@ -36,13 +36,12 @@ class AgentMeView(APIView):
         return Response(s.agent_public(agent_of(request)))
 
 
-def _policy_call(query: dict, agent) -> pipeline.ToolCall:
+def _policy_context(query: dict) -> CallContext:
     """The call context a validated PolicyQuerySerializer describes."""
     allow = query.get("allow")
-    return pipeline.ToolCall(agent=agent, tool="", arguments={}, user_id=query.get("user_id", ""),
-                             provider=query.get("provider", ""), channel=query.get("channel", ""),
-                             chat_id=query.get("chat_id", ""), subagent_depth=query["depth"],
-                             request_allow=None if allow is None else [p.strip() for p in allow.split(",") if p.strip()])
+    return CallContext(user_id=query.get("user_id", ""), provider=query.get("provider", ""),
+                       channel=query.get("channel", ""), chat_id=query.get("chat_id", ""), subagent_depth=query["depth"],
+                       request_allow=None if allow is None else tuple(p.strip() for p in allow.split(",") if p.strip()))
 
 
 _AGENT_ERRORS = {403: "an agent token named another agent", 404: "no agent with that key (agent_not_found)"}
@@ -54,7 +53,8 @@ class ToolCatalogView(APIView):
                        {400: "an invalid query parameter, or a staff request without ?agent= (agent_required)", **_AGENT_ERRORS})})
     def get(self, request):
         query = validated_query(s.CatalogQuerySerializer, request)
-        return Response({"tools": registry.definitions(pipeline.catalog_for(_policy_call(query, _acting_agent(request, query.get("agent")))))})
+        agent = _acting_agent(request, query.get("agent"))
+        return Response({"tools": tool_catalog_for_agent(agent, _policy_context(query))})
 
 
 class ToolExplainView(APIView):
@@ -65,7 +65,7 @@ class ToolExplainView(APIView):
     def get(self, request):
         query = validated_query(s.ExplainQuerySerializer, request)
         agent = _acting_agent(request, query["agent"])
-        return Response(policy.explain(pipeline.policy_input(_policy_call(query, agent))))
+        return Response(tool_catalog_explain(agent, _policy_context(query)))
 
 
 class ToolExecuteView(APIView):
@@ -81,14 +81,9 @@ class ToolExecuteView(APIView):
     def post(self, request):
         data = s.parse_execute_request(request.data)
         agent = _acting_agent(request, data.get("agent"))
-        ctx = data["context"]
-        call = pipeline.ToolCall(
-            agent=agent, tool=data["tool"], arguments=data["arguments"], user_id=ctx["user_id"],
-            session_key=ctx["session_key"], channel=ctx["channel"], chat_id=ctx["chat_id"], peer_kind=ctx["peer_kind"],
-            provider=ctx["provider"], subagent_depth=ctx["subagent_depth"], request_allow=ctx["allow"],
-            request_id=request.headers.get("X-Request-Id", "")[:64],
-        )
-        outcome = tool_execute_waiting(call, data["wait_seconds"])
+        call = ToolCall(agent=agent, tool=data["tool"], arguments=data["arguments"],
+                        context=data["context"].replace(request_id=request.headers.get("X-Request-Id", "")[:64]))
+        outcome = tool_execute(call, data["wait_seconds"])
         return Response(outcome.as_dict(), status=202 if outcome.status == "pending_approval" else 200)
 
 

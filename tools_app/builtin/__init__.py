@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import importlib
 
-BUILTIN_MODULES = ("datetime_tool", "fs", "runtime", "outputs")
+BUILTIN_MODULES = ("datetime_tool", "fs", "runtime", "outputs", "approvals")
 
 
 def register_builtin_tools(registry) -> None:

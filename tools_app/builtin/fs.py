@@ -1,15 +1,19 @@
 """Filesystem tools (group "fs"): read_file, write_file, edit, list_files, search, glob, workspace_dir.
 
-Every path goes through `tools_app.paths`, which confines it to `ctx.workspace` (real-path
-resolution, no symlink escapes, O_NOFOLLOW descriptor walks, no hard links or special files) and
-applies the agent's denied prefixes (`ctx.settings["denied_paths"]`, default `[".goclaw/"]`).
-Directory walks (list/search/glob) go through directory descriptors opened with O_NOFOLLOW and
-never descend into symlinks; denied entries are simply invisible.
+Every path goes through the call's `Workspace` (`ctx.workspace`, see `tools_app.workspace`), which confines it to
+the workspace with `tools_app.paths` (real-path resolution, no symlink escapes, O_NOFOLLOW descriptor walks, no
+hard links or special files) and applies the denied prefixes. Directory walks (list/search/glob) go through
+directory descriptors opened with O_NOFOLLOW and never descend into symlinks; denied entries are simply invisible.
+
+A path the workspace routes elsewhere (a router claims it: context files, memory) is read, written and edited as
+the router's text, through the same argument checks, limits and messages as a disk file; list_files, glob and
+search show routed files alongside the disk's (a routed file hides a disk file of the same path).
 
 Nothing here reads Django settings: all configuration comes from the ToolContext.
 """
 from __future__ import annotations
 
+import io
 import os
 import re
 import stat
@@ -17,25 +21,11 @@ import time
 import unicodedata
 from contextlib import closing
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, BinaryIO, Iterator
 
 from tools_app.base import Tool, ToolContext, ToolError, ToolResult
-from tools_app.paths import (
-    DEFAULT_DENIED,
-    PathError,
-    atomic_write,
-    check_regular,
-    ensure_workspace,
-    is_denied,
-    normalize_denied,
-    open_dir,
-    open_for_read,
-    open_for_write,
-    relative_display,
-    resolve_in_workspace,
-    workspace_root,
-)
+from tools_app.paths import PathError, check_regular, is_denied
+from tools_app.workspace import Workspace, WorkspaceRouter, workspace_required
 
 KB = 1024
 MB = 1024 * 1024
@@ -67,21 +57,6 @@ _FILE_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLO
 # --------------------------------------------------------------------------------------------
 # shared helpers
 # --------------------------------------------------------------------------------------------
-def _workspace(ctx: ToolContext) -> Path:
-    if ctx.workspace is None or str(ctx.workspace) == "":
-        raise ToolError("no workspace is configured for this agent")
-    return Path(ctx.workspace)
-
-
-def _denied(ctx: ToolContext) -> tuple[str, ...]:
-    denied = (ctx.settings or {}).get("denied_paths", list(DEFAULT_DENIED))
-    if denied is None:
-        denied = list(DEFAULT_DENIED)
-    if isinstance(denied, str):
-        denied = [denied]
-    return normalize_denied(denied)
-
-
 def _display(text: str) -> str:
     """Make a file name safe to print on one line (escape control chars and undecodable bytes)."""
     if text.isprintable():
@@ -133,9 +108,36 @@ def _bool_arg(args: dict[str, Any], key: str, default: bool = False) -> bool:
     return value
 
 
-def _rel_of(ws: Path, user_path: str, denied: tuple[str, ...], *, for_write: bool = False) -> str:
-    real = resolve_in_workspace(ws, user_path, for_write=for_write, denied=denied)
-    return _display(relative_display(ws, real))
+def _routed_bytes(ws: Workspace, router: WorkspaceRouter, rel: str) -> bytes:
+    """A routed file's text as the UTF-8 bytes a disk file would hold (so the disk code path runs on it)."""
+    try:
+        text = router.read(ws, rel)
+    except FileNotFoundError:
+        raise ToolError(f"file not found: {_display(rel)}") from None
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ToolError(f"not valid UTF-8 text: {_display(rel)}") from None
+
+
+def _routed_tree(ws: Workspace, rel_dir: str) -> dict[str, WorkspaceRouter | None]:
+    """The routed files below `rel_dir` and the directories holding them (value None), by workspace-relative path.
+    Empty when the workspace has no routers."""
+    if not ws.routers:
+        return {}
+    depth = 0 if rel_dir in ("", ".") else rel_dir.count("/") + 1
+    tree: dict[str, WorkspaceRouter | None] = {}
+    for rel, router in ws.routed_files(rel_dir).items():
+        parts = rel.split("/")
+        for i in range(depth + 1, len(parts)):
+            tree.setdefault("/".join(parts[:i]), None)
+        tree[rel] = router
+    return tree
+
+
+def _order(rel: str) -> list[str]:
+    """Sort key matching the directory walks' order (pre-order, names sorted in each directory)."""
+    return rel.split("/")
 
 
 def _size(n: int) -> str:
@@ -383,32 +385,40 @@ class ReadFileTool(Tool):
     timeout_seconds = 30.0
 
     def run(self, ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
-        ws, denied = _workspace(ctx), _denied(ctx)
+        ws = workspace_required(ctx)
         path = _str_arg(args, "path", required=True)
         start = _int_arg(args, "start_line", None, 1)
         end = _int_arg(args, "end_line", None, 1)
         if start is not None and end is not None and end < start:
             raise ToolError(f"end_line ({end}) must be >= start_line ({start})")
-        rel = _rel_of(ws, path, denied)
-        fd = open_for_read(ws, path, denied=denied)
+        routed = ws.router_for(path)
+        if routed is not None:
+            data = _routed_bytes(ws, *routed)
+            return self._read_file(io.BytesIO(data), len(data), _display(routed[1]), start, end)
+        rel = _display(ws.rel_of(path))
+        fd = ws.open_for_read(path)
         with os.fdopen(fd, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            ranged = start is not None or end is not None
-            if size > READ_MAX_FILE_BYTES and not ranged:
-                raise ToolError(
-                    f"file is too large to read whole ({_size(size)}; limit {_size(READ_MAX_FILE_BYTES)}): {rel}. "
-                    "Pass start_line/end_line to read a range."
-                )
-            try:
-                head = os.pread(f.fileno(), BINARY_SNIFF_BYTES, 0)
-            except OSError:
-                raise ToolError(f"could not read {rel}") from None
-            if b"\x00" in head:
-                raise ToolError(f"not valid UTF-8 text (binary file?): {rel}")
-            try:
-                return self._read(f, rel, start or 1, end)
-            except OSError:
-                raise ToolError(f"could not read {rel}: I/O error") from None
+            return self._read_file(f, os.fstat(f.fileno()).st_size, rel, start, end)
+
+    def _read_file(self, f: BinaryIO, size: int, rel: str, start: int | None, end: int | None) -> ToolResult:
+        """The size limit, the binary sniff and the ranged read, on a disk file or a routed file's bytes."""
+        ranged = start is not None or end is not None
+        if size > READ_MAX_FILE_BYTES and not ranged:
+            raise ToolError(
+                f"file is too large to read whole ({_size(size)}; limit {_size(READ_MAX_FILE_BYTES)}): {rel}. "
+                "Pass start_line/end_line to read a range."
+            )
+        try:
+            head = f.read(BINARY_SNIFF_BYTES)
+            f.seek(0)
+        except OSError:
+            raise ToolError(f"could not read {rel}") from None
+        if b"\x00" in head:
+            raise ToolError(f"not valid UTF-8 text (binary file?): {rel}")
+        try:
+            return self._read(f, rel, start or 1, end)
+        except OSError:
+            raise ToolError(f"could not read {rel}: I/O error") from None
 
     @staticmethod
     def _read(f, rel: str, start: int, end: int | None) -> ToolResult:
@@ -509,10 +519,18 @@ class WriteFileTool(Tool):
     }
     group = "fs"
     read_only = False
+    held_for_review = True
     timeout_seconds = 30.0
 
+    def summarize(self, args, root=None):
+        path = args.get("path")
+        if not isinstance(path, str):
+            return super().summarize(args, root)
+        return (f"{'append to' if args.get('append') else 'write'} {path}: {len(args.get('content') or '')} characters",
+                {"path": path})
+
     def run(self, ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
-        ws, denied = _workspace(ctx), _denied(ctx)
+        ws = workspace_required(ctx)
         path = _str_arg(args, "path", required=True)
         if "content" not in args or args["content"] is None:
             raise ToolError("missing required argument: content")
@@ -524,19 +542,31 @@ class WriteFileTool(Tool):
             raise ToolError("content is not valid UTF-8 text (lone surrogate characters)") from None
         if len(data) > WRITE_MAX_BYTES:
             raise ToolError(f"content is too large ({_size(len(data))}; limit {_size(WRITE_MAX_BYTES)})")
-        rel = _rel_of(ws, path, denied, for_write=True)
+        routed = ws.router_for(path)
+        rel = _display(routed[1]) if routed is not None else _display(ws.rel_of(path, for_write=True))
         if append:
-            fd = open_for_write(ws, path, denied=denied, append=True)
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
-            except OSError as exc:
-                raise ToolError(f"could not write {rel}: {os.strerror(exc.errno) if exc.errno else 'I/O error'}") from None
-            finally:
-                os.close(fd)
+            if routed is not None:
+                router, routed_rel = routed
+                try:
+                    before = router.read(ws, routed_rel)
+                except FileNotFoundError:
+                    before = ""
+                router.write(ws, routed_rel, before + content)
+            else:
+                fd = ws.open_for_write(path, append=True)
+                try:
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(fd, view):]
+                except OSError as exc:
+                    raise ToolError(f"could not write {rel}: {os.strerror(exc.errno) if exc.errno else 'I/O error'}") from None
+                finally:
+                    os.close(fd)
             return ToolResult(for_llm=f"appended {len(data)} bytes to {rel}")
-        created = atomic_write(ws, path, data, denied=denied)
+        if routed is not None:
+            created = routed[0].write(ws, routed[1], content)
+        else:
+            created = ws.atomic_write(path, data)
         return ToolResult(for_llm=f"wrote {len(data)} bytes to {rel} ({'created' if created else 'replaced'})")
 
 
@@ -576,10 +606,19 @@ class EditTool(Tool):
     }
     group = "fs"
     read_only = False
+    held_for_review = True
     timeout_seconds = 30.0
 
+    def summarize(self, args, root=None):
+        path = args.get("path")
+        if not isinstance(path, str):
+            return super().summarize(args, root)
+        every = " (every occurrence)" if args.get("replace_all") else ""
+        return (f"edit {path}: replace {len(args.get('old_string') or '')} characters with "
+                f"{len(args.get('new_string') or '')}{every}", {"path": path})
+
     def run(self, ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
-        ws, denied = _workspace(ctx), _denied(ctx)
+        ws = workspace_required(ctx)
         path = _str_arg(args, "path", required=True)
         old = _str_arg(args, "old_string", required=True)
         if "new_string" not in args or args["new_string"] is None:
@@ -590,16 +629,37 @@ class EditTool(Tool):
             raise ToolError("old_string must not be empty")
         if old == new:
             raise ToolError("old_string and new_string are identical; nothing to change")
-        rel = _rel_of(ws, path, denied, for_write=True)
-        fd = open_for_read(ws, path, denied=denied)
-        with os.fdopen(fd, "rb") as f:
-            st = os.fstat(f.fileno())
-            if st.st_size > EDIT_MAX_FILE_BYTES:
-                raise ToolError(f"file is too large to edit ({_size(st.st_size)}; limit {_size(EDIT_MAX_FILE_BYTES)}): {rel}")
-            try:
-                data = f.read(EDIT_MAX_FILE_BYTES + 1)
-            except OSError:
-                raise ToolError(f"could not read {rel}: I/O error") from None
+        routed = ws.router_for(path)
+        if routed is not None:
+            rel = _display(routed[1])
+            data = _routed_bytes(ws, *routed)
+            if len(data) > EDIT_MAX_FILE_BYTES:
+                raise self._too_large(len(data), rel)
+            new_text, out, n = self._edited(data, old, new, replace_all, rel)
+            routed[0].write(ws, routed[1], new_text)
+        else:
+            rel = _display(ws.rel_of(path, for_write=True))
+            fd = ws.open_for_read(path)
+            with os.fdopen(fd, "rb") as f:
+                st = os.fstat(f.fileno())
+                if st.st_size > EDIT_MAX_FILE_BYTES:
+                    raise self._too_large(st.st_size, rel)
+                try:
+                    data = f.read(EDIT_MAX_FILE_BYTES + 1)
+                except OSError:
+                    raise ToolError(f"could not read {rel}: I/O error") from None
+            new_text, out, n = self._edited(data, old, new, replace_all, rel)
+            ws.atomic_write(path, out, create_parents=False, expect=st)
+        return ToolResult(for_llm=f"replaced {n} occurrence{'s' if n != 1 else ''} in {rel}")
+
+    @staticmethod
+    def _too_large(size: int, rel: str) -> ToolError:
+        return ToolError(f"file is too large to edit ({_size(size)}; limit {_size(EDIT_MAX_FILE_BYTES)}): {rel}")
+
+    @staticmethod
+    def _edited(data: bytes, old: str, new: str, replace_all: bool, rel: str) -> tuple[str, bytes, int]:
+        """(new text, its UTF-8, replacements) for a disk file's or a routed file's bytes; ToolError if the edit
+        cannot be made."""
         if len(data) > EDIT_MAX_FILE_BYTES:
             raise ToolError(f"file is too large to edit: {rel}")
         if b"\x00" in data:
@@ -633,9 +693,7 @@ class EditTool(Tool):
             raise ToolError("new_string is not valid UTF-8 text (lone surrogate characters)") from None
         if len(out) > EDIT_MAX_FILE_BYTES:
             raise ToolError(f"the edited file would be too large ({_size(len(out))}; limit {_size(EDIT_MAX_FILE_BYTES)})")
-        atomic_write(ws, path, out, denied=denied, create_parents=False, expect=st)
-        n = count if replace_all else 1
-        return ToolResult(for_llm=f"replaced {n} occurrence{'s' if n != 1 else ''} in {rel}")
+        return new_text, out, count if replace_all else 1
 
 
 # --------------------------------------------------------------------------------------------
@@ -670,36 +728,43 @@ class ListFilesTool(Tool):
     timeout_seconds = 30.0
 
     def run(self, ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
-        ws, denied = _workspace(ctx), _denied(ctx)
+        ws = workspace_required(ctx)
         path = _str_arg(args, "path", ".") or "."
         recursive = _bool_arg(args, "recursive", False)
         max_entries = _int_arg(args, "max_entries", LIST_DEFAULT_ENTRIES, 1, LIST_MAX_ENTRIES)
-        real = resolve_in_workspace(ws, path, denied=denied)
-        rel = relative_display(ws, real)
+        real = ws.resolve(path)
+        rel = ws.relative(real)
         if rel == ".":
-            ensure_workspace(ws)
-        dfd = open_dir(ws, path, denied=denied)
-        lines: list[str] = []
+            ws.ensure()
+        routed = _routed_tree(ws, rel)
+        if not recursive:
+            routed = {r: v for r, v in routed.items() if "/" not in (r if rel == "." else r[len(rel) + 1:])}
+        listed: dict[str, str] = {}
         truncated = False
         state = _WalkState()
-        try:
-            with closing(_walk_tree(dfd, rel, denied=denied, recursive=recursive,
-                                    max_depth=WALK_MAX_DEPTH, state=state)) as walk:
-                for e in walk:
-                    if len(lines) >= max_entries:
-                        truncated = True
-                        break
-                    shown = _display(e.rel)
-                    if e.kind == "dir":
-                        lines.append(shown + "/")
-                    elif e.kind == "symlink":
-                        lines.append(f"{shown} -> (symlink)")
-                    elif e.kind == "file":
-                        lines.append(f"{shown} ({_size(e.size)})")
-                    else:
-                        lines.append(f"{shown} (special file)")
-        finally:
-            os.close(dfd)
+        if not routed or os.path.lexists(real):  # a directory only routers hold has nothing on disk to walk
+            dfd = ws.open_dir(path)
+            try:
+                with closing(_walk_tree(dfd, rel, denied=ws.denied, recursive=recursive,
+                                        max_depth=WALK_MAX_DEPTH, state=state)) as walk:
+                    for e in walk:
+                        if len(listed) >= max_entries:
+                            truncated = True
+                            break
+                        shown = _display(e.rel)
+                        if e.kind == "dir":
+                            listed[e.rel] = shown + "/"
+                        elif e.kind == "symlink":
+                            listed[e.rel] = f"{shown} -> (symlink)"
+                        elif e.kind == "file":
+                            listed[e.rel] = f"{shown} ({_size(e.size)})"
+                        else:
+                            listed[e.rel] = f"{shown} (special file)"
+            finally:
+                os.close(dfd)
+        if routed:
+            truncated = self._merge_routed(ws, listed, routed, max_entries, truncated)
+        lines = list(listed.values())
         shown_rel = _display(rel)
         if not lines:
             return ToolResult(for_llm=f"[{shown_rel}/: empty directory]" if rel != "." else "[workspace root: empty directory]")
@@ -713,6 +778,35 @@ class ListFilesTool(Tool):
         if state.errors:
             notes.append(f"({state.errors} entries could not be read and were skipped)")
         return ToolResult(for_llm="\n".join([header, body, *notes]))
+
+    @staticmethod
+    def _merge_routed(ws: Workspace, listed: dict[str, str], routed: dict[str, WorkspaceRouter | None],
+                      max_entries: int, truncated: bool) -> bool:
+        """Put the routed entries into the disk listing `listed` (in walk order; a routed file replaces a disk
+        entry of the same path) and cut it at `max_entries`; return whether the listing is truncated. When the
+        disk walk was cut, routed entries past its last entry stay out (the disk entries before them are missing)."""
+        last = _order(next(reversed(listed))) if truncated and listed else None
+        merged: dict[str, str | WorkspaceRouter] = dict(listed)
+        for rel, router in routed.items():
+            if last is not None and _order(rel) > last:
+                continue
+            if router is not None:
+                merged[rel] = router
+            else:
+                merged.setdefault(rel, _display(rel) + "/")
+        order = sorted(merged, key=_order)
+        if len(order) > max_entries:
+            order, truncated = order[:max_entries], True
+        listed.clear()
+        for rel in order:
+            entry = merged[rel]
+            if isinstance(entry, WorkspaceRouter):
+                try:
+                    entry = f"{_display(rel)} ({_size(len(_routed_bytes(ws, entry, rel)))})"
+                except ToolError:  # gone since the router listed it
+                    continue
+            listed[rel] = entry
+        return truncated
 
 
 # --------------------------------------------------------------------------------------------
@@ -801,7 +895,7 @@ class SearchTool(Tool):
     timeout_seconds = 30.0
 
     def run(self, ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
-        ws, denied = _workspace(ctx), _denied(ctx)
+        ws = workspace_required(ctx)
         pattern = _str_arg(args, "pattern", required=True)
         path = _str_arg(args, "path", ".") or "."
         glob = args.get("glob")
@@ -835,10 +929,16 @@ class SearchTool(Tool):
             else:
                 name_glob = _Glob(glob)
 
-        real = resolve_in_workspace(ws, path, denied=denied)
-        rel = relative_display(ws, real)
-        if rel == ".":
-            ensure_workspace(ws)
+        routed_file = ws.router_for(path)
+        routed: dict[str, WorkspaceRouter] = {}
+        if routed_file is not None:
+            rel = routed_file[1]
+        else:
+            real = ws.resolve(path)
+            rel = ws.relative(real)
+            if rel == ".":
+                ws.ensure()
+            routed = ws.routed_files(rel)
 
         results: list[str] = []
         stats = {"files": 0, "bytes": 0, "big": 0, "binary": 0, "long_lines": 0, "unreadable": 0}
@@ -846,10 +946,8 @@ class SearchTool(Tool):
         deadline = time.monotonic() + SEARCH_TIME_BUDGET
         state = _WalkState()
 
-        def scan(fd: int, entry_rel: str) -> str:
-            """Scan one open file; return a stop reason or ''."""
-            with os.fdopen(fd, "rb") as f:
-                data = f.read(SEARCH_MAX_FILE_BYTES + 1)
+        def scan(data: bytes, entry_rel: str) -> str:
+            """Scan one file's bytes; return a stop reason or ''."""
             if len(data) > SEARCH_MAX_FILE_BYTES:
                 stats["big"] += 1
                 return ""
@@ -875,63 +973,111 @@ class SearchTool(Tool):
                     return "time"
             return ""
 
-        try:
-            st = os.lstat(real)
-        except OSError:
-            raise ToolError(f"not found: {_display(rel)}") from None
-        if stat.S_ISDIR(st.st_mode):
-            dfd = open_dir(ws, path, denied=denied)
-            try:
-                with closing(_walk_tree(dfd, rel, denied=denied, recursive=True,
-                                        max_depth=WALK_MAX_DEPTH, state=state)) as walk:
-                    for e in walk:
-                        if e.kind != "file":
-                            continue
-                        if name_glob is not None and not name_glob.match(e.name):
-                            continue
-                        if path_glob is not None and not path_glob.match(e.rel):
-                            continue
-                        if e.nlink > 1:
-                            stats["unreadable"] += 1
-                            continue
-                        if e.size > SEARCH_MAX_FILE_BYTES:
-                            stats["big"] += 1
-                            continue
-                        if stats["files"] >= SEARCH_MAX_FILES:
-                            stop_reason = "files"
-                            break
-                        if stats["bytes"] + e.size > SEARCH_MAX_TOTAL_BYTES:
-                            stop_reason = "bytes"
-                            break
-                        if time.monotonic() > deadline:
-                            stop_reason = "time"
-                            break
-                        try:
-                            fd = _open_entry(e)
-                        except (OSError, PathError):
-                            stats["unreadable"] += 1
-                            continue
-                        try:
-                            stop_reason = scan(fd, e.rel)
-                        except OSError:
-                            stats["unreadable"] += 1
-                            stop_reason = ""
-                        if stop_reason:
-                            break
-            finally:
-                os.close(dfd)
-        else:
-            fd = open_for_read(ws, path, denied=denied)
-            if os.fstat(fd).st_size > SEARCH_MAX_FILE_BYTES:
-                os.close(fd)
-                raise ToolError(f"file is too large to search ({_size(st.st_size)}; limit "
-                                f"{_size(SEARCH_MAX_FILE_BYTES)}); use read_file with a line range")
-            try:
-                stop_reason = scan(fd, rel)
-            except OSError:
-                raise ToolError(f"could not read {_display(rel)}") from None
+        def wanted(entry_rel: str) -> bool:
+            if name_glob is not None and not name_glob.match(entry_rel.rsplit("/", 1)[-1]):
+                return False
+            return path_glob is None or path_glob.match(entry_rel)
+
+        def budget(size: int) -> str:
+            """Why the scan stops before a file of `size` bytes, or ''."""
+            if stats["files"] >= SEARCH_MAX_FILES:
+                return "files"
+            if stats["bytes"] + size > SEARCH_MAX_TOTAL_BYTES:
+                return "bytes"
+            if time.monotonic() > deadline:
+                return "time"
+            return ""
+
+        pending = [(r, router) for r, router in routed.items() if wanted(r)]
+
+        def scan_routed(before: list[str] | None) -> str:
+            """Scan the routed files that sort before `before` (all of them for None), in walk order."""
+            while pending and (before is None or _order(pending[0][0]) < before):
+                entry_rel, router = pending.pop(0)
+                try:
+                    data = _routed_bytes(ws, router, entry_rel)
+                except ToolError:
+                    stats["unreadable"] += 1
+                    continue
+                if len(data) > SEARCH_MAX_FILE_BYTES:
+                    stats["big"] += 1
+                    continue
+                reason = budget(len(data)) or scan(data, entry_rel)
+                if reason:
+                    return reason
+            return ""
+
+        def too_big(size: int) -> ToolError:
+            return ToolError(f"file is too large to search ({_size(size)}; limit "
+                             f"{_size(SEARCH_MAX_FILE_BYTES)}); use read_file with a line range")
+
+        if routed_file is not None:
+            data = _routed_bytes(ws, *routed_file)
+            if len(data) > SEARCH_MAX_FILE_BYTES:
+                raise too_big(len(data))
+            stop_reason = scan(data, rel)
             if stats["binary"]:
                 raise ToolError(f"not valid UTF-8 text (binary file?): {_display(rel)}")
+        else:
+            try:
+                st = os.lstat(real)
+            except OSError:
+                if not routed:
+                    raise ToolError(f"not found: {_display(rel)}") from None
+                st = None  # a directory only routers hold
+            if st is None or stat.S_ISDIR(st.st_mode):
+                if st is not None:
+                    dfd = ws.open_dir(path)
+                    try:
+                        with closing(_walk_tree(dfd, rel, denied=ws.denied, recursive=True,
+                                                max_depth=WALK_MAX_DEPTH, state=state)) as walk:
+                            for e in walk:
+                                if e.kind != "file" or not wanted(e.rel):
+                                    continue
+                                stop_reason = scan_routed(_order(e.rel))
+                                if stop_reason:
+                                    break
+                                if e.rel in routed:  # the routed file of the same path hides this one
+                                    continue
+                                if e.nlink > 1:
+                                    stats["unreadable"] += 1
+                                    continue
+                                if e.size > SEARCH_MAX_FILE_BYTES:
+                                    stats["big"] += 1
+                                    continue
+                                stop_reason = budget(e.size)
+                                if stop_reason:
+                                    break
+                                try:
+                                    fd = _open_entry(e)
+                                except (OSError, PathError):
+                                    stats["unreadable"] += 1
+                                    continue
+                                try:
+                                    with os.fdopen(fd, "rb") as f:
+                                        data = f.read(SEARCH_MAX_FILE_BYTES + 1)
+                                    stop_reason = scan(data, e.rel)
+                                except OSError:
+                                    stats["unreadable"] += 1
+                                    stop_reason = ""
+                                if stop_reason:
+                                    break
+                    finally:
+                        os.close(dfd)
+                if not stop_reason:
+                    stop_reason = scan_routed(None)
+            else:
+                fd = ws.open_for_read(path)
+                with os.fdopen(fd, "rb") as f:
+                    if os.fstat(f.fileno()).st_size > SEARCH_MAX_FILE_BYTES:
+                        raise too_big(st.st_size)
+                    try:
+                        data = f.read(SEARCH_MAX_FILE_BYTES + 1)
+                    except OSError:
+                        raise ToolError(f"could not read {_display(rel)}") from None
+                stop_reason = scan(data, rel)
+                if stats["binary"]:
+                    raise ToolError(f"not valid UTF-8 text (binary file?): {_display(rel)}")
 
         notes: list[str] = []
         if stop_reason == "max_results":
@@ -1004,7 +1150,7 @@ class GlobTool(Tool):
     timeout_seconds = 30.0
 
     def run(self, ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
-        ws, denied = _workspace(ctx), _denied(ctx)
+        ws = workspace_required(ctx)
         pattern = _str_arg(args, "pattern", required=True)
         path = _str_arg(args, "path", ".") or "."
         _check_glob(pattern)
@@ -1021,38 +1167,25 @@ class GlobTool(Tool):
         if len(base_path.encode("utf-8", "surrogatepass")) > 4096:
             raise ToolError("path plus pattern is too long")
 
-        real_root = resolve_in_workspace(ws, path, denied=denied)  # validates `path` itself
-        root_rel = relative_display(ws, real_root)
+        real_root = ws.resolve(path)  # validates `path` itself
+        root_rel = ws.relative(real_root)
         if root_rel == ".":
-            ensure_workspace(ws)
-        if not os.path.isdir(real_root):
+            ws.ensure()
+        routed = _routed_tree(ws, root_rel)
+        if not os.path.isdir(real_root) and (os.path.lexists(real_root) or not routed):
             what = "not a directory" if os.path.lexists(real_root) else "directory not found"
             raise ToolError(f"{what}: {_display(root_rel)}")
-        no_match = ToolResult(for_llm=f"no paths match {pattern!r}")
-        try:
-            real = resolve_in_workspace(ws, base_path, denied=denied)
-        except PathError:
-            return no_match  # the literal prefix is missing, denied or leads outside: nothing visible
-        if not os.path.isdir(real):
-            return no_match
-        base_rel = relative_display(ws, real)
-
-        matcher = _Glob(rest)
-        recursive = "**" in rest.split("/") or len(rest.split("/")) > 1
-        max_depth = WALK_MAX_DEPTH if "**" in rest.split("/") else len(rest.split("/"))
-        matches: list[str] = []
         state = _WalkState()
-        dfd = open_dir(ws, base_path, denied=denied)
-        try:
-            with closing(_walk_tree(dfd, base_rel, denied=denied, recursive=recursive,
-                                    max_depth=max_depth, state=state)) as walk:
-                for e in walk:
-                    sub = e.rel if base_rel == "." else e.rel[len(base_rel) + 1:]
-                    if matcher.match(sub):
-                        matches.append(_display(e.rel) + ("/" if e.kind == "dir" else ""))
-        finally:
-            os.close(dfd)
-        matches.sort()
+        found = self._disk_matches(ws, base_path, rest, state) if os.path.isdir(real_root) else {}
+        if routed:
+            whole = _Glob(pattern)
+            for rel, router in routed.items():
+                if whole.match(rel if root_rel == "." else rel[len(root_rel) + 1:]):
+                    if router is not None:  # a routed file hides a disk entry of the same path
+                        found[rel] = _display(rel)
+                    else:
+                        found.setdefault(rel, _display(rel) + "/")
+        matches = sorted(found.values())
         total = len(matches)
         if not matches:
             return ToolResult(for_llm=f"no paths match {pattern!r}")
@@ -1063,6 +1196,34 @@ class GlobTool(Tool):
         if state.capped:
             notes.append("(directory walk limit reached; results may be incomplete)")
         return ToolResult(for_llm="\n".join([*out, *notes]))
+
+    @staticmethod
+    def _disk_matches(ws: Workspace, base_path: str, rest: str, state: _WalkState) -> dict[str, str]:
+        """Disk paths below `base_path` (the search root plus the pattern's literal prefix) matching `rest`:
+        workspace-relative path → how it is shown."""
+        try:
+            real = ws.resolve(base_path)
+        except PathError:
+            return {}  # the literal prefix is missing, denied or leads outside: nothing visible
+        if not os.path.isdir(real):
+            return {}
+        base_rel = ws.relative(real)
+
+        matcher = _Glob(rest)
+        recursive = "**" in rest.split("/") or len(rest.split("/")) > 1
+        max_depth = WALK_MAX_DEPTH if "**" in rest.split("/") else len(rest.split("/"))
+        found: dict[str, str] = {}
+        dfd = ws.open_dir(base_path)
+        try:
+            with closing(_walk_tree(dfd, base_rel, denied=ws.denied, recursive=recursive,
+                                    max_depth=max_depth, state=state)) as walk:
+                for e in walk:
+                    sub = e.rel if base_rel == "." else e.rel[len(base_rel) + 1:]
+                    if matcher.match(sub):
+                        found[e.rel] = _display(e.rel) + ("/" if e.kind == "dir" else "")
+        finally:
+            os.close(dfd)
+        return found
 
 
 # --------------------------------------------------------------------------------------------
@@ -1081,8 +1242,7 @@ class WorkspaceDirTool(Tool):
     timeout_seconds = 10.0
 
     def run(self, ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
-        ws = _workspace(ctx)
-        return ToolResult(for_llm=workspace_root(ws))
+        return ToolResult(for_llm=workspace_required(ctx).real_root())
 
 
 TOOLS = [ReadFileTool(), WriteFileTool(), EditTool(), ListFilesTool(), SearchTool(), GlobTool(), WorkspaceDirTool()]

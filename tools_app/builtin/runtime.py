@@ -7,8 +7,9 @@ the call (never a silent fall back to the host). Further configuration comes fro
   profile's timeout; `tool_timeouts["exec"]`, if set, caps it;
 - `exec_grace_seconds` (default 3): SIGTERM → grace → SIGKILL;
 - `exec_max_output_bytes` (default 1 MiB): kept per stream;
-- `shell_disabled_rule_groups`: passed to the shell safety check;
-- `denied_paths`: with `paths.DEFAULT_DENIED`, passed to the workspace path resolver for `working_dir`.
+- `shell_disabled_rule_groups`: passed to the shell safety check.
+The workspace (`ctx.workspace`, a `tools_app.workspace.Workspace`) gives the directory and the denied prefixes that
+`working_dir` is resolved against.
 """
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ from typing import Any
 
 from sandbox_app.services import ExecLimits, ExecResult, SandboxError, safe_child_env, sandbox_exec
 from tools_app.base import Tool, ToolContext, ToolError, ToolResult
-from tools_app.paths import DEFAULT_DENIED, PathError, ensure_workspace, is_within, resolve_in_workspace
+from tools_app.paths import PathError, is_within
 from tools_app.sandboxing import CallSandbox, sandbox_for_call
+from tools_app.workspace import Workspace, workspace_required
 
 logger = logging.getLogger(__name__)
 
@@ -51,11 +53,11 @@ def _format_bytes(n: int) -> str:
     return f"{n} bytes"
 
 
-def _resolve_working_dir(ctx: ToolContext, root: str, user_path: str) -> Path:
-    """`working_dir` → real directory inside the workspace (symlinks, `..`, absolute paths checked)."""
-    denied = (*DEFAULT_DENIED, *(ctx.settings.get("denied_paths") or ()))
+def _resolve_working_dir(ws: Workspace, root: str, user_path: str) -> Path:
+    """`working_dir` → real directory inside the workspace (symlinks, `..`, absolute paths and denied prefixes
+    checked); `root` is the workspace's real path."""
     try:
-        target = resolve_in_workspace(root, user_path, for_write=False, denied=denied)
+        target = ws.resolve(user_path)
     except PathError as exc:
         raise ToolError(f"working_dir refused: {exc}") from None
     real = os.path.realpath(target)
@@ -181,21 +183,20 @@ class ExecTool(Tool):
             logger.warning("exec: suspicious command allowed (agent=%s request=%s): %s",
                            ctx.agent_key, labels_of(ctx).request_id, "; ".join(verdict.reasons))
 
-        if ctx.workspace is None:
-            raise ToolError("no workspace is configured for this agent")
-        root = ensure_workspace(ctx.workspace)  # creates it (0o700) if missing; returns the real path
+        ws = workspace_required(ctx)
+        root = ws.ensure()  # creates it (0o700) if missing; returns the real path
         workspace = Path(root)
-        cwd = _resolve_working_dir(ctx, root, working_dir) if working_dir else workspace
+        cwd = _resolve_working_dir(ws, root, working_dir) if working_dir else workspace
 
         sandbox = sandbox_for_call(ctx)
         limits = self._limits(ctx, args, sandbox)
         try:
             result = sandbox_exec(command=command, workspace=workspace, cwd=cwd, env=safe_child_env(), limits=limits,
-                                  spec=sandbox.spec)
+                                  spec=sandbox.spec, cancel=ctx.cancel)
         except SandboxError as exc:
             return ToolResult(for_llm=f"command not run: {exc}", is_error=True, sandbox=sandbox.audit(sandbox.spec.backend))
         text = format_exec_result(result, limits)
-        return ToolResult(for_llm=text, is_error=result.timed_out or result.exit_code != 0,
+        return ToolResult(for_llm=text, is_error=result.timed_out or result.cancelled or result.exit_code != 0,
                           sandbox=sandbox.audit(result.backend))
 
 

@@ -2,8 +2,8 @@
 from tools_app.models.agents import Agent, AgentToken
 from tools_app.models.approvals import ApprovalRequest, ApprovalRule, PendingChange, ToolPermission
 from tools_app.models.invocations import RateLimitBucket, StoredToolOutput, ToolInvocation
-from tools_app.models.policy import PolicyGeneration, ToolPolicy, ToolProfile
+from tools_app.models.policy import ToolPolicy, ToolProfile
 
-__all__ = ["Agent", "AgentToken", "RateLimitBucket", "StoredToolOutput", "ToolInvocation", "PolicyGeneration",
+__all__ = ["Agent", "AgentToken", "RateLimitBucket", "StoredToolOutput", "ToolInvocation",
            "ToolPolicy", "ToolProfile",
            "ApprovalRequest", "ApprovalRule", "PendingChange", "ToolPermission"]

@@ -6,6 +6,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from tools_app.agent_config import agent_config_validate
 from tools_app.choices import AgentMode, AgentType
 
 
@@ -35,8 +36,6 @@ class Agent(models.Model):
         return self.key
 
     def clean(self) -> None:
-        from tools_app.services.agents import agent_config_validate
-
         agent_config_validate(self.other_config, as_django_error=True)
 
     @property

@@ -59,14 +59,3 @@ class ToolPolicy(models.Model):
         target = {"provider": self.provider, "agent": getattr(self.agent, "key", ""), "group": self.group_key,
                   "agent_provider": f"{getattr(self.agent, 'key', '')}/{self.provider}"}.get(self.scope, "")
         return f"{self.get_scope_display()}{': ' + target if target else ''}"
-
-
-class PolicyGeneration(models.Model):
-    """A counter bumped on every change that can alter a catalog; processes compare it to drop their caches."""
-
-    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
-    value = models.BigIntegerField(default=0)
-    changed_at = models.DateTimeField(auto_now=True)
-
-    def __str__(self) -> str:
-        return f"generation {self.value}"

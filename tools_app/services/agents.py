@@ -3,92 +3,68 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import secrets
 import string
 from datetime import timedelta
 from typing import Any
 
-import jsonschema
 from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import connection, transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from goclaw import events
 from goclaw.errors import NotFound, ValidationError
+from tools_app.agent_config import AGENT_CONFIG_SCHEMA, agent_config_validate  # noqa: F401 - the services' vocabulary
 from tools_app.models import Agent, AgentToken
+from tools_app.policy import policy_changed
+from tools_app.services.policy import actor_name
 
+logger = logging.getLogger(__name__)
 TOKEN_PREFIX = "gclw"
 _PREFIX_ALPHABET = string.ascii_lowercase + string.digits
-
-_NAME_LIST = {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 200}, "uniqueItems": True}
-AGENT_CONFIG_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {
-        "rate_limit_per_hour": {"type": "integer", "minimum": 0, "description": "tool calls per session per hour; 0 disables"},
-        "rate_limit_user_per_hour": {"type": "integer", "minimum": 0,
-                                     "description": "tool calls per user id per hour, across sessions; 0 disables"},
-        "rate_limit_agent_per_hour": {"type": "integer", "minimum": 0,
-                                      "description": "tool calls per hour for the whole agent; 0 disables"},
-        "output_budget_chars": {"type": "integer", "minimum": 1000, "maximum": 10_000_000},
-        "tool_output_budgets": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 1000}},
-        "tool_timeouts": {"type": "object", "additionalProperties": {"type": "number", "minimum": 1, "maximum": 3600}},
-        "exec_timeout_seconds": {"type": "number", "minimum": 1, "maximum": 3600,
-                                 "description": "exec's default command timeout (never above the sandbox profile's)"},
-        "exec_grace_seconds": {"type": "number", "minimum": 0, "maximum": 60,
-                               "description": "seconds between SIGTERM and SIGKILL at the timeout (default 3)"},
-        "exec_max_output_bytes": {"type": "integer", "minimum": 1024, "maximum": 256 * 1024 * 1024,
-                                  "description": "bytes of stdout and of stderr kept per command (default 1 MiB)"},
-        "shell_disabled_rule_groups": _NAME_LIST,
-        "denied_paths": _NAME_LIST,
-        # Approvals (docs/approvals.md): GoClaw's exec security × ask matrix, and the decision deadline.
-        "exec_security": {"enum": ["deny", "allowlist", "full"], "description": "default full"},
-        "exec_ask": {"enum": ["off", "on-miss", "always"], "description": "default off"},
-        "exec_allowlist": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 1000}, "uniqueItems": True,
-                           "description": "glob patterns on each simple command (e.g. 'git status', 'ls *')"},
-        "approval_timeout_seconds": {"type": "integer", "minimum": 10, "maximum": 86400},
-    },
-}
-_validator = jsonschema.Draft202012Validator(AGENT_CONFIG_SCHEMA)
-
-
-def agent_config_validate(config: Any, *, as_django_error: bool = False) -> dict:
-    """Check `other_config` against AGENT_CONFIG_SCHEMA; errors name the offending key."""
-    problems = [
-        f"{'/'.join(str(p) for p in err.absolute_path) or '(root)'}: {err.message}"
-        for err in sorted(_validator.iter_errors(config), key=lambda e: list(e.absolute_path))
-    ]
-    if problems:
-        if as_django_error:
-            raise DjangoValidationError({"other_config": problems})
-        raise ValidationError("invalid agent configuration", code="invalid_agent_config", details=problems)
-    return config
-
 
 @transaction.atomic
 def agent_create(*, key: str, display_name: str = "", agent_type: str = "predefined", provider: str = "",
                  model: str = "", workspace: str = "", other_config: dict | None = None, enabled: bool = True,
-                 sandbox_profile=None) -> Agent:
+                 sandbox_profile=None, actor=None) -> Agent:
     agent = Agent(key=key, display_name=display_name, agent_type=agent_type, provider=provider, model=model,
                   workspace=workspace, other_config=other_config or {}, enabled=enabled, sandbox_profile=sandbox_profile)
-    return _validated_save(agent)
+    return agent_save(agent=agent, actor=actor)
 
 
 @transaction.atomic
-def agent_update(*, agent: Agent, **fields: Any) -> Agent:
+def agent_update(*, agent: Agent, actor=None, **fields: Any) -> Agent:
     for name, value in fields.items():
         setattr(agent, name, value)
-    return _validated_save(agent)
+    return agent_save(agent=agent, actor=actor)
 
 
-def _validated_save(agent: Agent) -> Agent:
+@transaction.atomic
+def agent_save(*, agent: Agent, actor=None) -> Agent:
+    """Validate and save an agent built or edited elsewhere (the admin form). Its provider, mode and config feed
+    every catalog and permission, so every process drops them with the change."""
     try:
         agent.full_clean()
     except DjangoValidationError as exc:
         raise ValidationError("invalid agent", code="invalid_agent", details=exc.message_dict) from None
     agent.save()
+    policy_changed()
+    logger.info("%s saved agent %s", actor_name(actor), agent.key)
     return agent
+
+
+@transaction.atomic
+def agent_delete(*, queryset: QuerySet[Agent], actor=None) -> int:
+    """Delete agents with their tokens, policies and permissions. Their open WebSockets close on the tokens'
+    delete signals (tools_app.signals); every process drops the catalogs with the change."""
+    count, _ = queryset.delete()
+    if count:
+        policy_changed()
+        logger.info("%s deleted %d agent row(s) with what depends on them", actor_name(actor), count)
+    return count
 
 
 def _hash(token: str) -> str:

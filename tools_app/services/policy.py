@@ -1,12 +1,23 @@
-"""Checks for policy specs and profiles: malformed entries are errors, unknown names are warnings (an MCP
-server or custom tool may register them later)."""
+"""Tool policies, profiles and permissions: their checks (malformed entries are errors, unknown names are warnings,
+since an MCP server or custom tool may register them later) and their only writers, which also invalidate every
+process's catalogs (tools_app.policy.policy_changed) inside the writing transaction."""
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import transaction
+from django.db.models import Model, ProtectedError, QuerySet
+
+from goclaw.errors import Conflict, ValidationError
+from tools_app.models import ToolPermission, ToolPolicy, ToolProfile
+from tools_app.policy import policy_changed
 from tools_app.registry import ToolRegistry, registry
+
+logger = logging.getLogger(__name__)
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 _GROUP_RE = re.compile(r"^group:[A-Za-z0-9_.\-]+(:[A-Za-z0-9_.\-]+)*$")
@@ -55,3 +66,86 @@ def policy_spec_check(*, allow: Any, deny: Any, also_allow: Any, reg: ToolRegist
         if both:
             check.warnings.append(f"in both allow and deny (deny wins): {', '.join(both)}")
     return check
+
+
+def tool_profile_check(tools: Any) -> SpecCheck:
+    """A profile's list may hold `*` (every tool)."""
+    return policy_list_check("tools", tools, allow_star=True)
+
+
+def tool_permission_check(tool: Any) -> SpecCheck:
+    """A permission names one tool or `group:<name>`."""
+    return policy_list_check("tool", [tool])
+
+
+# --- writes: every change to a policy, profile or permission goes through these ---------------------------
+def _checked_save(obj: Model, check: SpecCheck, *, actor, code: str, what: str) -> list[str]:
+    """Validate (model constraints, then the spec check), save, and drop every process's catalogs with the
+    change. Returns the spec check's warnings (unknown names): an MCP server may register them later."""
+    try:
+        obj.full_clean()
+    except DjangoValidationError as exc:
+        raise ValidationError(f"invalid {what}", code=code, details=exc.message_dict) from None
+    if check.errors:
+        raise ValidationError(f"invalid {what}", code=code, details=check.errors)
+    obj.save()
+    policy_changed()
+    logger.info("%s saved %s %s", actor_name(actor), what, obj)
+    return check.warnings
+
+
+def _checked_delete(queryset: QuerySet, *, actor, what: str) -> int:
+    """Delete the rows (and what cascades from them) and drop every process's catalogs with the change."""
+    count, _ = queryset.delete()
+    if count:
+        policy_changed()
+        logger.info("%s deleted %d %s row(s)", actor_name(actor), count, what)
+    return count
+
+
+def actor_name(actor) -> str:
+    """Who made a change, for the log: a user's name, or "system" (management commands, tests, migrations)."""
+    return getattr(actor, "get_username", lambda: "system")()
+
+
+@transaction.atomic
+def tool_policy_save(*, actor, policy: ToolPolicy) -> tuple[ToolPolicy, list[str]]:
+    """Create or update one policy spec; malformed lists are a ValidationError, unknown names come back as warnings."""
+    check = policy_spec_check(allow=policy.allow, deny=policy.deny, also_allow=policy.also_allow)
+    return policy, _checked_save(policy, check, actor=actor, code="invalid_tool_policy", what="tool policy")
+
+
+@transaction.atomic
+def tool_policy_delete(*, actor, queryset: QuerySet[ToolPolicy]) -> int:
+    """Delete policy specs (the admin's delete page and bulk action both come here)."""
+    return _checked_delete(queryset, actor=actor, what="tool policy")
+
+
+@transaction.atomic
+def tool_profile_save(*, actor, profile: ToolProfile) -> tuple[ToolProfile, list[str]]:
+    """Create or update a named starting set of tools (`*` = every tool)."""
+    check = tool_profile_check(profile.tools)
+    return profile, _checked_save(profile, check, actor=actor, code="invalid_tool_profile", what="tool profile")
+
+
+@transaction.atomic
+def tool_profile_delete(*, actor, queryset: QuerySet[ToolProfile]) -> int:
+    """Policies protect the profiles they use: deleting one still in use is a Conflict."""
+    try:
+        return _checked_delete(queryset, actor=actor, what="tool profile")
+    except ProtectedError as exc:
+        users = sorted({str(p) for p in exc.protected_objects})
+        raise Conflict("a profile in use by a policy cannot be deleted", code="tool_profile_in_use", details=users) from None
+
+
+@transaction.atomic
+def tool_permission_save(*, actor, permission: ToolPermission) -> tuple[ToolPermission, list[str]]:
+    """Create or update one allow / ask / deny entry for a tool name or `group:<name>`."""
+    check = tool_permission_check(permission.tool)
+    return permission, _checked_save(permission, check, actor=actor, code="invalid_tool_permission", what="tool permission")
+
+
+@transaction.atomic
+def tool_permission_delete(*, actor, queryset: QuerySet[ToolPermission]) -> int:
+    """Delete permission entries: the tools they covered fall back to the next scope (or to the mode's default)."""
+    return _checked_delete(queryset, actor=actor, what="tool permission")

@@ -1,11 +1,10 @@
-"""Wires approvals into the pipeline: the real approval gate and the `submit_plan` tool (plan mode).
-Installed from ToolsAppConfig.ready(); the logic lives in tools_app.services.approvals."""
+"""The `submit_plan` tool (plan mode): a person approves a plan before mutating tools are allowed in a session."""
 from __future__ import annotations
 
 from typing import Any
 
 from tools_app.base import Tool, ToolContext, ToolResult
-from tools_app.services.approvals import PLAN_TOOL, approval_gate
+from tools_app.services.approvals.decision import PLAN_TOOL
 
 
 class SubmitPlanTool(Tool):
@@ -34,9 +33,4 @@ class SubmitPlanTool(Tool):
         return ToolResult(for_llm="Your plan was approved by a person: tools that change things are now allowed in this session.")
 
 
-def install() -> None:
-    from tools_app import pipeline
-    from tools_app.registry import registry
-
-    registry.register(SubmitPlanTool(), replace=True)
-    pipeline.approval_gate = approval_gate
+TOOLS = [SubmitPlanTool()]

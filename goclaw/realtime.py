@@ -1,0 +1,55 @@
+"""What apps contribute to /ws/events/ from `AppConfig.ready()`: goclaw imports no app, so the socket learns here
+how an agent token becomes a principal and which groups staff may join.
+
+Until an app registers a token authenticator, no token is accepted (the socket fails closed); a group no
+registered rule matches is refused.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from django.core.exceptions import ImproperlyConfigured
+
+
+@dataclass(frozen=True)
+class TokenAuthenticator:
+    """`authenticate(raw)` -> the active token for a raw bearer secret, or None; `active(token_id)` -> the token
+    while it still grants access, else None. A token has `pk`, `agent` (with `pk` and `key`) and `expires_at`."""
+
+    authenticate: Callable[[str], Any]
+    active: Callable[[Any], Any]
+
+
+_authenticator: TokenAuthenticator | None = None
+_staff_group_patterns: dict[str, re.Pattern] = {}
+
+
+def websocket_authenticator_register(*, authenticate: Callable[[str], Any], active: Callable[[Any], Any]) -> None:
+    """Make agent tokens valid on /ws/events/. One authenticator per process: a second, different one is a
+    configuration error, never a silent replacement of who may connect."""
+    global _authenticator
+    candidate = TokenAuthenticator(authenticate=authenticate, active=active)
+    if _authenticator is not None and _authenticator != candidate:
+        raise ImproperlyConfigured("a WebSocket token authenticator is already registered")
+    _authenticator = candidate
+
+
+def websocket_token_authenticate(raw: str) -> Any:
+    """The active token for `raw`, or None (also when no app registered an authenticator)."""
+    return _authenticator.authenticate(raw) if _authenticator is not None else None
+
+
+def websocket_token_active(token_id: Any) -> Any:
+    """The token while it still grants access, else None (also when no app registered an authenticator)."""
+    return _authenticator.active(token_id) if _authenticator is not None else None
+
+
+def websocket_staff_group_register(pattern: str) -> None:
+    """Let staff subscribe to the groups whose whole name matches `pattern` (a regular expression)."""
+    _staff_group_patterns[pattern] = re.compile(pattern)
+
+
+def websocket_staff_may_join(group: str) -> bool:
+    return any(p.fullmatch(group) for p in _staff_group_patterns.values())

@@ -1,0 +1,54 @@
+"""The schema of an agent's `other_config` (per-agent settings) and its check. A leaf module: the Agent model's
+`clean()` and the agent services both use it."""
+from __future__ import annotations
+
+from typing import Any
+
+import jsonschema
+from django.core.exceptions import ValidationError as DjangoValidationError
+
+from goclaw.errors import ValidationError
+
+_NAME_LIST = {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 200}, "uniqueItems": True}
+AGENT_CONFIG_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "rate_limit_per_hour": {"type": "integer", "minimum": 0, "description": "tool calls per session per hour; 0 disables"},
+        "rate_limit_user_per_hour": {"type": "integer", "minimum": 0,
+                                     "description": "tool calls per user id per hour, across sessions; 0 disables"},
+        "rate_limit_agent_per_hour": {"type": "integer", "minimum": 0,
+                                      "description": "tool calls per hour for the whole agent; 0 disables"},
+        "output_budget_chars": {"type": "integer", "minimum": 1000, "maximum": 10_000_000},
+        "tool_output_budgets": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 1000}},
+        "tool_timeouts": {"type": "object", "additionalProperties": {"type": "number", "minimum": 1, "maximum": 3600}},
+        "exec_timeout_seconds": {"type": "number", "minimum": 1, "maximum": 3600,
+                                 "description": "exec's default command timeout (never above the sandbox profile's)"},
+        "exec_grace_seconds": {"type": "number", "minimum": 0, "maximum": 60,
+                               "description": "seconds between SIGTERM and SIGKILL at the timeout (default 3)"},
+        "exec_max_output_bytes": {"type": "integer", "minimum": 1024, "maximum": 256 * 1024 * 1024,
+                                  "description": "bytes of stdout and of stderr kept per command (default 1 MiB)"},
+        "shell_disabled_rule_groups": _NAME_LIST,
+        "denied_paths": _NAME_LIST,
+        # Approvals (docs/approvals.md): GoClaw's exec security × ask matrix, and the decision deadline.
+        "exec_security": {"enum": ["deny", "allowlist", "full"], "description": "default full"},
+        "exec_ask": {"enum": ["off", "on-miss", "always"], "description": "default off"},
+        "exec_allowlist": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 1000}, "uniqueItems": True,
+                           "description": "glob patterns on each simple command (e.g. 'git status', 'ls *')"},
+        "approval_timeout_seconds": {"type": "integer", "minimum": 10, "maximum": 86400},
+    },
+}
+_validator = jsonschema.Draft202012Validator(AGENT_CONFIG_SCHEMA)
+
+
+def agent_config_validate(config: Any, *, as_django_error: bool = False) -> dict:
+    """Check `other_config` against AGENT_CONFIG_SCHEMA; errors name the offending key."""
+    problems = [
+        f"{'/'.join(str(p) for p in err.absolute_path) or '(root)'}: {err.message}"
+        for err in sorted(_validator.iter_errors(config), key=lambda e: list(e.absolute_path))
+    ]
+    if problems:
+        if as_django_error:
+            raise DjangoValidationError({"other_config": problems})
+        raise ValidationError("invalid agent configuration", code="invalid_agent_config", details=problems)
+    return config
