@@ -29,8 +29,9 @@ def main() -> None:
     try:
         startup_s = up.wait_healthy()
         manage(env, "create_agent", "bench")
-        manage(env, "shell", "-c", "from tools_app.models import Agent; Agent.objects.filter(key='bench').update("
-                                   "other_config={'rate_limit_per_hour': 1000000000, 'rate_limit_user_per_hour': 1000000000, 'rate_limit_agent_per_hour': 1000000000})")
+        manage(env, "shell", "-c", "from tools_app.models import Agent; from tools_app.services.agents import agent_update; "
+                                   "agent_update(agent=Agent.objects.get(key='bench'), other_config={'rate_limit_per_hour': 1000000000, "
+                                   "'rate_limit_user_per_hour': 1000000000, 'rate_limit_agent_per_hour': 1000000000})")
         token = manage(env, "issue_token", "bench").strip()
         auth = {"Authorization": f"Bearer {token}"}
         results = {"startup_to_healthy_s": round(startup_s, 2), "connections": CONNECTIONS, "seconds": SECONDS,

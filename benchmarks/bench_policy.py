@@ -16,7 +16,12 @@ def main() -> None:
 
     from tools_app.base import Tool, ToolResult
     from tools_app.models import Agent, ToolPolicy, ToolProfile
+    from tools_app.calls import CallContext
+    from django.db.models import Q
+
     from tools_app.policy import PolicyInput, _cache, resolve
+    from tools_app.services.agents import agent_create
+    from tools_app.services.policy import tool_policy_delete, tool_policy_save
     from tools_app.registry import registry
 
     reg = registry.clone()
@@ -24,12 +29,14 @@ def main() -> None:
         tool = type(f"T{i}", (Tool,), {"name": f"synthetic_{i:03d}", "description": "x", "group": f"synthetic{i % 30:02d}",
                                        "run": lambda self, ctx, args: ToolResult(for_llm="")})()
         reg.register(tool)
-    agent, _ = Agent.objects.update_or_create(key="bench-policy", defaults={"provider": "openai"})
-    ToolPolicy.objects.update_or_create(scope="global", defaults={"profile": ToolProfile.objects.get(name="full"), "deny": ["group:synthetic29"],
-                                                                  "also_allow": ["datetime"]})
-    ToolPolicy.objects.update_or_create(scope="provider", provider="openai", defaults={"deny": ["synthetic_000"]})
-    ToolPolicy.objects.update_or_create(scope="agent", agent=agent, defaults={"deny": ["exec"], "also_allow": ["group:synthetic01"]})
-    inp = PolicyInput(agent=agent, channel="cli", depth=0)
+    agent = Agent.objects.filter(key="bench-policy").first() or agent_create(key="bench-policy", provider="openai")
+    tool_policy_delete(actor=None, queryset=ToolPolicy.objects.filter(Q(scope__in=["global", "provider"]) | Q(agent=agent)))
+    for spec in ({"scope": "global", "profile": ToolProfile.objects.get(name="full"), "deny": ["group:synthetic29"],
+                  "also_allow": ["datetime"]},
+                 {"scope": "provider", "provider": "openai", "deny": ["synthetic_000"]},
+                 {"scope": "agent", "agent": agent, "deny": ["exec"], "also_allow": ["group:synthetic01"]}):
+        tool_policy_save(actor=None, policy=ToolPolicy(**spec))
+    inp = PolicyInput(agent, CallContext(channel="cli"))
 
     cold_samples, cold_queries = [], []
     for _ in range(50):
@@ -44,8 +51,7 @@ def main() -> None:
         started = time.perf_counter()
         resolve(inp, reg)
         warm.append(time.perf_counter() - started)
-    ToolPolicy.objects.filter(scope__in=["global", "provider"]).delete()
-    ToolPolicy.objects.filter(agent=agent).delete()
+    tool_policy_delete(actor=None, queryset=ToolPolicy.objects.filter(Q(scope__in=["global", "provider"]) | Q(agent=agent)))
     write_result("policy", {"registered_tools": len(reg.names()), "allowed_tools": len(allowed),
                             "warm": {**summary_ms(warm), "target_p50_ms": 0.5},
                             "cold": {**summary_ms(cold_samples), "queries_max": max(cold_queries), "target_queries": 6}})

@@ -10,6 +10,7 @@ from django.db.models import Model
 
 _PLACEHOLDER_RE = re.compile(r"\$([1-9][0-9]*)(?![0-9])")
 _NAME_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_PREPARED_SQL: dict[str, str] = {}  # name -> PREPARE text: one name never stands for two statements
 
 
 class PreparedStatement:
@@ -17,8 +18,9 @@ class PreparedStatement:
     For the rate-limit statement parsing and planning cost more than running it (measured 280 -> 110 µs a call).
     Django switches psycopg's own preparation off, hence SQL-level PREPARE through Django's cursor (so it is
     logged and counted like any query). A prepared statement belongs to the server session and survives
-    rollbacks; a new connection prepares it again. Behind a transaction-pooling proxy a session is not kept:
-    with Django's setting for that case, DISABLE_SERVER_SIDE_CURSORS, the statement is sent whole every time.
+    rollbacks; a new connection prepares it again. The statement is sent whole every time instead behind a
+    transaction-pooling proxy, which keeps no session (Django's setting for that case, DISABLE_SERVER_SIDE_CURSORS),
+    and with server-side binding (OPTIONS server_side_binding), where the driver binds and may prepare it itself.
 
     `sql` uses PostgreSQL's own placeholders ($1, $2, ... , each may repeat) and holds no `%`; `types` gives a
     type per placeholder, or is empty to let PostgreSQL infer them (an INSERT's columns)."""
@@ -34,6 +36,9 @@ class PreparedStatement:
         self.name = name
         self.param_count = count
         self.prepare_sql = f"PREPARE {name}{' (' + ', '.join(types) + ')' if types else ''} AS {sql}"
+        # A connection that already holds `name` runs it as it is: two statements under one name would mix up.
+        if _PREPARED_SQL.setdefault(name, self.prepare_sql) != self.prepare_sql:
+            raise ValueError(f"PreparedStatement: the name {name} is already used by another statement")
         self.execute_sql = f"EXECUTE {name}" + (f" ({', '.join(['%s'] * count)})" if count else "")
         self.direct_sql = _PLACEHOLDER_RE.sub(lambda m: f"%(p{m.group(1)})s", sql)
         self._prepared_on: weakref.WeakSet = weakref.WeakSet()  # the DB-API connections that hold it
@@ -43,7 +48,7 @@ class PreparedStatement:
         if len(params) != self.param_count:
             raise ValueError(f"PreparedStatement {self.name}: {len(params)} parameters for {self.param_count} placeholders")
         db = cursor.db
-        if db.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS"):
+        if db.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS") or db.settings_dict.get("OPTIONS", {}).get("server_side_binding"):
             cursor.execute(self.direct_sql, {f"p{i}": value for i, value in enumerate(params, 1)})
             return
         raw = db.connection

@@ -99,10 +99,12 @@ def _deliver(messages: list[tuple[str, dict]]) -> None:
 class _Sender:
     """A daemon thread owning one event loop. It drains everything queued since its last send and hands
     it to the layer in one batch (`group_send_many` when the layer has it), so a burst of tool calls costs
-    one round trip instead of one per event."""
+    one round trip instead of one per event. A batch costs this process ~140 µs of CPU plus ~7 µs a message:
+    gathering for 50 ms rather than 10 ms cut the pipeline benchmark's p90 by a fifth, and 40 ms more before a
+    browser shows an event (or a revoked socket closes) is not something a person notices."""
 
     MAX_BATCH = 500
-    COALESCE_SECONDS = 0.01
+    COALESCE_SECONDS = 0.05
 
     def __init__(self) -> None:
         self.pid = os.getpid()

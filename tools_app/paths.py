@@ -26,6 +26,7 @@ Error messages only ever show workspace-relative paths or the caller's own relat
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import posixpath
 import secrets
@@ -194,9 +195,19 @@ def is_within(root: str, path: str) -> bool:
 
 
 def normalize_denied(denied: Sequence[str] | None) -> tuple[str, ...]:
-    """Denied entries as clean workspace-relative POSIX paths (no leading ./ or /, no trailing /)."""
+    """Denied entries as clean workspace-relative POSIX paths (no leading ./ or /, no trailing /). Memoized: every
+    call's workspace normalises the same few lists."""
+    entries = tuple(denied or ())
+    try:
+        return _normalize_denied(entries)
+    except TypeError:  # an unhashable entry: it is dropped below anyway
+        return _normalize_denied(tuple(e for e in entries if isinstance(e, str)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _normalize_denied(denied: tuple) -> tuple[str, ...]:
     out: list[str] = []
-    for entry in denied or ():
+    for entry in denied:
         if not isinstance(entry, str):
             continue
         entry = entry.strip()

@@ -33,26 +33,22 @@ class PolicyInput:
     agent: Agent
     call: CallContext = CallContext()
 
-    user_id = property(lambda self: self.call.user_id)
-    channel = property(lambda self: self.call.channel)
-    chat_id = property(lambda self: self.call.chat_id)
-    depth = property(lambda self: self.call.subagent_depth)
-    request_allow = property(lambda self: self.call.request_allow)
-
     @property
     def effective_provider(self) -> str:
         return self.call.provider or self.agent.provider
 
     @property
     def group_keys(self) -> list[str]:
-        keys = [self.channel] if self.channel else []
-        if self.channel and self.chat_id:
-            keys.append(f"{self.channel}:{self.chat_id}")
+        channel, chat_id = self.call.channel, self.call.chat_id
+        keys = [channel] if channel else []
+        if channel and chat_id:
+            keys.append(f"{channel}:{chat_id}")
         return keys
 
     def cache_key(self, reg: ToolRegistry) -> tuple:
-        return (self.agent.pk, self.agent.updated_at, self.user_id, self.effective_provider, self.channel, self.chat_id,
-                self.depth, self.request_allow, reg.cache_key)
+        call = self.call
+        return (self.agent.pk, self.agent.updated_at, call.user_id, self.effective_provider, call.channel, call.chat_id,
+                call.subagent_depth, call.request_allow, reg.cache_key)
 
 
 @dataclass
@@ -133,16 +129,16 @@ def build_steps(inp: PolicyInput, policies: dict[str, list[ToolPolicy]], reg: To
         if spec is not None and spec.also_allow:
             steps.append(Step(label + " (denied tools excluded)", "union", ex(spec.also_allow) - denied))
 
-    if inp.depth > 0:
+    if inp.call.subagent_depth > 0:
         sub = first(PolicyScope.SUBAGENT)
         if sub is not None and sub.deny:
-            steps.append(Step(f"subagent deny (depth {inp.depth})", "subtract", ex(sub.deny)))
-        if inp.depth >= settings.TOOL_MAX_SUBAGENT_DEPTH:
+            steps.append(Step(f"subagent deny (depth {inp.call.subagent_depth})", "subtract", ex(sub.deny)))
+        if inp.call.subagent_depth >= settings.TOOL_MAX_SUBAGENT_DEPTH:
             leaf = first(PolicyScope.LEAF)
             if leaf is not None and leaf.deny:
-                steps.append(Step(f"leaf deny (depth {inp.depth} = max)", "subtract", ex(leaf.deny)))
-    if inp.request_allow is not None:
-        steps.append(Step("per-request allow list", "intersect", ex(inp.request_allow)))
+                steps.append(Step(f"leaf deny (depth {inp.call.subagent_depth} = max)", "subtract", ex(leaf.deny)))
+    if inp.call.request_allow is not None:
+        steps.append(Step("per-request allow list", "intersect", ex(inp.call.request_allow)))
     return steps
 
 
@@ -196,8 +192,9 @@ def explain(inp: PolicyInput, reg: ToolRegistry = registry) -> dict:
         current = after
     return {
         "agent": inp.agent.key,
-        "inputs": {"user_id": inp.user_id, "provider": inp.effective_provider, "channel": inp.channel, "chat_id": inp.chat_id,
-                   "depth": inp.depth, "request_allow": list(inp.request_allow) if inp.request_allow is not None else None},
+        "inputs": {"user_id": inp.call.user_id, "provider": inp.effective_provider, "channel": inp.call.channel,
+                   "chat_id": inp.call.chat_id, "depth": inp.call.subagent_depth,
+                   "request_allow": list(inp.call.request_allow) if inp.call.request_allow is not None else None},
         "steps": [{"step": s.label, "op": s.op, "tools": len(s.names)} for s in steps],
         "tools": [{"name": name, "allowed": name in current, "decided_by": (trails[name][-1]["step"] if trails[name] else None),
                    "trail": trails[name]} for name in sorted(membership)],

@@ -82,17 +82,15 @@ def _seed(agent, staff) -> dict:
     """Real rows of `agent` for lists and detail pages: an invocation, a denied approval request (so ?wait= never
     waits) and a pending one to cancel."""
     from tools_app import pipeline
-    from tools_app.models import Agent
     from tools_app.services import approvals as svc
+    from tools_app.services.agents import agent_update
 
     ran = pipeline.execute(pipeline.ToolCall(agent=agent, tool="datetime", arguments={}))
-    Agent.objects.filter(pk=agent.pk).update(mode="manual")
-    agent.refresh_from_db()
+    agent_update(agent=agent, mode="manual")
     denied, pending = (pipeline.execute(pipeline.ToolCall(agent=agent, tool="datetime", arguments={"timezone": tz})).extra["approval_id"]
                        for tz in ("UTC", "Europe/Paris"))
     svc.approval_decide(approval_id=denied, decision="deny", actor=staff, note="seeded")
-    Agent.objects.filter(pk=agent.pk).update(mode="autonomous")
-    agent.refresh_from_db()
+    agent_update(agent=agent, mode="autonomous")
     return {("GET", "/api/v1/invocations/{id}"): ran.invocation_id, ("GET", "/api/v1/approvals/{id}"): denied,
             ("POST", "/api/v1/approvals/{id}/cancel"): pending}
 
@@ -123,9 +121,10 @@ def keep_test_transaction(db):
 def fuzz_agent(keep_test_transaction):
     from tests.factories import make_agent
     from tools_app.models import ToolPolicy
+    from tools_app.services.policy import tool_policy_save
 
     agent = make_agent()
-    ToolPolicy.objects.create(scope="agent", agent=agent, allow=SAFE_TOOLS)
+    tool_policy_save(actor=None, policy=ToolPolicy(scope="agent", agent=agent, allow=SAFE_TOOLS))
     return agent
 
 

@@ -1,8 +1,9 @@
-"""A WebSocket lives no longer than its principal's right: whatever ends it closes the socket with 4401 within
-a second, and nothing is delivered after the close. The 1 s receive timeouts below are that contract."""
+"""A WebSocket lives no longer than its principal's right: whatever ends it closes the socket with 4401, and
+nothing is delivered after the close. The receive timeouts below are hang guards kept under the consumer's periodic
+re-check, so a close that arrives came from the change's own notice; how fast it comes (the 1 s contract) is
+measured by benchmarks/bench_revocation.py."""
 import asyncio
 import json
-import time
 from datetime import timedelta
 
 import pytest
@@ -18,7 +19,8 @@ from goclaw.asgi import application
 from goclaw.consumers import EventsConsumer
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
-CONTRACT = 1.0  # seconds from the change to the close frame
+GUARD = 10.0  # seconds a receive may wait before the test fails (hang guard, not a speed target)
+assert GUARD < EventsConsumer.RECHECK_SECONDS * 0.9, "the guard must end before the (jittered) periodic re-check"
 ORIGIN = (b"origin", b"http://127.0.0.1:8000")
 
 
@@ -59,8 +61,8 @@ async def _staff_socket(browser):
 
 
 async def _closed_with_4401(communicator, group):
-    """The close frame comes within the contract; an event published afterwards is not delivered."""
-    assert await communicator.receive_output(timeout=CONTRACT) == {"type": "websocket.close", "code": 4401}
+    """The close frame comes (4401); an event published afterwards is not delivered."""
+    assert await communicator.receive_output(timeout=GUARD) == {"type": "websocket.close", "code": 4401}
     await database_sync_to_async(events.publish)("test.after_close", {}, [group])
     assert await communicator.receive_nothing(timeout=0.2)
     await communicator.disconnect()
@@ -69,7 +71,7 @@ async def _closed_with_4401(communicator, group):
 
 async def _still_open(communicator, group):
     await database_sync_to_async(events.publish)("test.still_open", {}, [group])
-    while (message := await communicator.receive_json_from(timeout=CONTRACT))["type"] != "test.still_open":
+    while (message := await communicator.receive_json_from(timeout=GUARD))["type"] != "test.still_open":
         assert message["type"].startswith("test.")  # earlier test events to the same group, nothing else
     return True
 
@@ -216,7 +218,7 @@ async def test_a_revocation_between_authentication_and_joining_is_not_missed(mon
 
     monkeypatch.setattr(goclaw.consumers, "_principal_state", revoked_meanwhile)
     communicator = WebsocketCommunicator(application, f"/ws/events/?token={plain}")
-    assert await communicator.connect(timeout=CONTRACT) == (False, 4401)
+    assert await communicator.connect(timeout=GUARD) == (False, 4401)
 
 
 # --- staff sessions -------------------------------------------------------------------------------------------
@@ -302,7 +304,7 @@ async def test_logging_in_again_elsewhere_keeps_the_socket_open():
 @pytest.mark.asyncio
 async def test_revoking_in_this_process_closes_a_socket_served_by_a_real_daphne(tmp_path, settings):
     """daphne (its own process, PostgreSQL channel layer on the test database) serves the socket; this process
-    revokes the token through the service and its own layer; the real client sees 4401 within the contract."""
+    revokes the token through the service and its own layer; the real client sees the 4401 close."""
     import channels_postgres.db
     from websockets.asyncio.client import connect
     from websockets.exceptions import ConnectionClosed
@@ -320,13 +322,10 @@ async def test_revoking_in_this_process_closes_a_socket_served_by_a_real_daphne(
             assert json.loads(await asyncio.wait_for(ws.recv(), 10))["type"] == "welcome"
             await database_sync_to_async(events.publish)("test.before", {}, [f"agent.{agent.key}"])
             assert json.loads(await asyncio.wait_for(ws.recv(), 10))["type"] == "test.before"  # the layers really meet
-            started = time.monotonic()
             await database_sync_to_async(token_revoke)(token=token)
             with pytest.raises(ConnectionClosed) as closed:
-                await asyncio.wait_for(ws.recv(), CONTRACT)  # TimeoutError (a failure) if the close is late
-            elapsed = time.monotonic() - started
+                await asyncio.wait_for(ws.recv(), GUARD)  # the revocation's own notice, not the periodic re-check
         assert closed.value.rcvd is not None and closed.value.rcvd.code == 4401
-        assert elapsed < CONTRACT
     finally:
         assert daphne.stop() == 0
         # The layer's process-wide pool lives on this test's loop: close it here, or it outlives the test database.

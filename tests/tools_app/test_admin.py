@@ -75,6 +75,7 @@ def _run(api, tool="datetime") -> str:
 
 
 def test_an_agent_saved_in_the_admin_is_what_its_catalog_follows_at_once(admin_client):
+    # (A catalog is also keyed by the agent's updated_at; the policies' and profiles' tests below need the service.)
     agent = make_agent(provider="openai")
     tool_policy_save(actor=None, policy=ToolPolicy(scope="provider", provider="anthropic", deny=["exec"]))
     assert "exec" in _catalog(admin_client, agent)
@@ -84,6 +85,13 @@ def test_an_agent_saved_in_the_admin_is_what_its_catalog_follows_at_once(admin_c
         "tokens-TOTAL_FORMS": "0", "tokens-INITIAL_FORMS": "0"})
     assert response.status_code == 302, response.content.decode()[:2000]
     assert "exec" not in _catalog(admin_client, agent)
+
+
+def test_an_agent_deleted_in_the_admin_takes_its_tokens_and_policies_with_it(admin_client, api, agent):
+    tool_policy_save(actor=None, policy=ToolPolicy(scope="agent", agent=agent, deny=["exec"]))
+    assert admin_client.post(f"/admin/tools_app/agent/{agent.pk}/delete/", {"post": "yes"}).status_code == 302
+    assert api.get("/api/v1/tools").status_code == 401
+    assert not ToolPolicy.objects.filter(scope="agent").exists() and not AgentToken.objects.exists()
 
 
 def test_a_policy_added_and_deleted_in_the_admin_changes_the_catalog_at_once(admin_client, api, agent):

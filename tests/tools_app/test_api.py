@@ -111,3 +111,88 @@ def test_invocation_list_query_count_does_not_grow_with_rows(api, agent, django_
         post(api, "/api/v1/tools/execute", {"tool": "datetime"})
     with django_assert_max_num_queries(4):
         assert len(api.get("/api/v1/invocations").json()["results"]) == 5
+
+
+# --- one contract for an execute request: the parser and the documented schema come from one declaration ---
+def test_the_execute_context_is_parsed_into_a_call_context():
+    from tools_app.api.serializers import parse_execute_request
+    from tools_app.calls import CallContext
+
+    parsed = parse_execute_request({"tool": " datetime ", "unknown_top_level": 1, "context": {
+        "user_id": 42, "session_key": "s", "channel": "telegram", "chat_id": -100123, "peer_kind": "group",
+        "provider": "anthropic", "subagent_depth": 2, "allow": ["datetime", "group:fs"]}})
+    assert parsed == {"tool": "datetime", "arguments": {}, "agent": None, "wait_seconds": 0, "context": CallContext(
+        user_id="42", session_key="s", channel="telegram", chat_id="-100123", peer_kind="group", provider="anthropic",
+        subagent_depth=2, request_allow=("datetime", "group:fs"))}
+    assert parse_execute_request({"tool": "datetime", "context": None})["context"] == CallContext()
+    assert parse_execute_request({"tool": "datetime", "context": {"allow": None}})["context"].request_allow is None
+
+
+def test_execute_errors_name_each_bad_field_in_the_drf_shape(api):
+    response = post(api, "/api/v1/tools/execute", {"tool": "", "wait_seconds": 61, "context": {
+        "subagent_depth": True, "chat_id": 1.5, "request_allow": ["x"], "channel": "a\u0000b"}})
+    assert response.status_code == 400
+    assert response.json()["error"]["details"] == {
+        "tool": ["Must be a non-empty string."], "wait_seconds": ["Must be an integer from 0 to 60."],
+        "context": {"subagent_depth": ["Must be an integer from 0 to 16."],
+                    "chat_id": ["Must be a string of at most 255 characters or an integer."],
+                    "request_allow": ["Unknown context field."],  # the wire name is `allow`
+                    "channel": ["Must not contain NUL characters or unpaired surrogates."]}}
+
+
+def test_the_documented_context_is_exactly_the_callers_part_of_call_context(client):
+    from tools_app.calls import CONTEXT_FIELDS
+
+    schema = client.get("/api/schema/?format=json").json()["components"]["schemas"]
+    documented = schema["ExecuteRequestRequest"]["properties"]["context"]["properties"]
+    assert set(documented) == (CONTEXT_FIELDS - {"request_id", "request_allow"}) | {"allow"}
+    assert documented["subagent_depth"] == {"type": "integer", "minimum": 0, "maximum": 16, "default": 0}
+
+
+def test_the_documented_serializer_accepts_exactly_what_the_parser_accepts():
+    from goclaw.errors import ValidationError
+    from tools_app.api.serializers import ExecuteRequestSerializer, parse_execute_request
+
+    for body in [{"tool": "datetime"}, {"tool": "datetime", "context": {"user_id": 7}}, {"tool": 5}, [],
+                 {"tool": "x", "context": {"nope": 1}}, {"tool": "x", "wait_seconds": 60}, {"tool": "x", "agent": ""}]:
+        try:
+            parse_execute_request(body)
+            accepted = True
+        except ValidationError:
+            accepted = False
+        assert ExecuteRequestSerializer(data=body).is_valid() is accepted, body
+
+
+def test_the_context_reaches_the_audit_row_with_the_request_id(api, agent):
+    from tools_app.models import ToolInvocation
+
+    body = api.post("/api/v1/tools/execute", data=json.dumps({"tool": "datetime", "context": {"user_id": 42, "session_key": "s1",
+                                                                                              "channel": "cli"}}),
+                    content_type="application/json", HTTP_X_REQUEST_ID="req-123").json()
+    row = ToolInvocation.objects.get(pk=body["invocation_id"])
+    assert (row.user_id, row.session_key, row.channel, row.request_id) == ("42", "s1", "cli", "req-123")
+
+
+def _documented(client, component):
+    schema = client.get("/api/schema/?format=json").json()["components"]["schemas"][component]
+    return set(schema["properties"]), set(schema["required"])
+
+
+def test_every_key_of_an_execute_answer_is_documented(client, api, agent):
+    from tools_app.choices import InvocationStatus
+    from tools_app.services.agents import agent_update
+
+    ok = post(api, "/api/v1/tools/execute", {"tool": "datetime"})
+    properties, required = _documented(client, "ExecuteResponse")
+    assert ok.status_code == 200 and required <= set(ok.json()) <= properties
+    statuses = client.get("/api/schema/?format=json").json()["components"]["schemas"]["ExecuteResponseStatusEnum"]["enum"]
+    assert set(statuses) == set(InvocationStatus.values) - {"pending_approval"}
+
+    agent_update(agent=agent, mode="manual")
+    pending = post(api, "/api/v1/tools/execute", {"tool": "datetime"})
+    properties, required = _documented(client, "PendingApprovalResponse")
+    assert pending.status_code == 202 and required <= set(pending.json()) <= properties
+    assert {"approval_id", "expires_at"} <= set(pending.json())
+    agent_update(agent=agent, mode="review")
+    held = post(api, "/api/v1/tools/execute", {"tool": "write_file", "arguments": {"path": "a.txt", "content": "x"}})
+    assert held.status_code == 202 and required <= set(held.json()) <= properties and "pending_change_id" in held.json()

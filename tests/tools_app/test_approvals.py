@@ -17,8 +17,14 @@ from tools_app.registry import registry
 from tools_app.services import approvals as svc
 from tools_app import execution
 from tools_app.services.agents import agent_update
+from tools_app.services.policy import tool_permission_save, tool_policy_save
 
 pytestmark = pytest.mark.django_db
+
+
+def permit(**fields):
+    """A tool permission, written as the admin writes it (the service drops every process's cached permissions)."""
+    return tool_permission_save(actor=None, permission=ToolPermission(**fields))[0]
 
 FAKE_KEY = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8S9t0"
 
@@ -138,37 +144,37 @@ def test_plan_mode_unlocks_mutating_tools_for_the_approved_session_only(agent, r
 
 # --- permissions --------------------------------------------------------------------------------------
 def test_a_deny_permission_in_any_scope_wins_over_an_allow(agent, reg):
-    ToolPermission.objects.create(scope="agent", agent=agent, tool="look", permission="allow")
-    ToolPermission.objects.create(scope="global", tool="look", permission="deny")
+    permit(scope="agent", agent=agent, tool="look", permission="allow")
+    permit(scope="global", tool="look", permission="deny")
     outcome = run(agent, "look", {}, reg)
     assert outcome.status == "denied" and "tool permission" in outcome.for_llm
 
 
 def test_the_most_specific_permission_decides_between_allow_and_ask(agent, reg):
-    ToolPermission.objects.create(scope="global", tool="look", permission="ask")
+    permit(scope="global", tool="look", permission="ask")
     assert verdict(run(agent, "look", {}, reg)) == "ask"
-    ToolPermission.objects.create(scope="agent", agent=agent, tool="look", permission="allow")
+    permit(scope="agent", agent=agent, tool="look", permission="allow")
     assert verdict(run(agent, "look", {}, reg)) == "allow"
 
 
 def test_an_allow_permission_relaxes_a_cautious_ask_but_never_always_require_approval(agent, reg):
     agent = with_mode(agent, "cautious")
-    ToolPermission.objects.create(scope="mode", mode="cautious", tool="change", permission="allow")
-    ToolPermission.objects.create(scope="mode", mode="cautious", tool="gated", permission="allow")
+    permit(scope="mode", mode="cautious", tool="change", permission="allow")
+    permit(scope="mode", mode="cautious", tool="gated", permission="allow")
     assert verdict(run(agent, "change", {"what": "x"}, reg)) == "allow"
     assert verdict(run(agent, "gated", {}, reg)) == "ask"
 
 
 def test_permissions_accept_group_names(agent):
-    ToolPermission.objects.create(scope="agent", agent=agent, tool="group:fs", permission="deny")
+    permit(scope="agent", agent=agent, tool="group:fs", permission="deny")
     assert run(agent, "read_file", {"path": "x"}).status == "denied"
     assert run(agent, "datetime", {}).status == "ok"
 
 
 def test_a_permission_of_another_agent_or_mode_does_not_apply(agent, reg):
     other = make_agent()
-    ToolPermission.objects.create(scope="agent", agent=other, tool="look", permission="deny")
-    ToolPermission.objects.create(scope="mode", mode="manual", tool="look", permission="deny")
+    permit(scope="agent", agent=other, tool="look", permission="deny")
+    permit(scope="mode", mode="manual", tool="look", permission="deny")
     assert verdict(run(agent, "look", {}, reg)) == "allow"
 
 
@@ -337,21 +343,41 @@ def test_the_agent_can_cancel_its_own_pending_request(agent, reg):
 
 # --- waiting ----------------------------------------------------------------------------------------
 @pytest.mark.django_db(transaction=True)
-def test_a_long_poll_wakes_on_the_decision(staff):
+def test_a_long_poll_is_woken_by_a_decision_made_in_this_process(staff, monkeypatch):
+    """With the poll interval at a minute, only the wake-up can end the wait early: the waiter's condition wait
+    must come back notified (not timed out), with the decided status."""
+    import sys
+
     agent = make_agent()
     reg = registry.clone()
     reg.register(GatedTool())
     req = make_pending(agent, reg)
+    waiting = sys.modules[svc.approval_wait.__module__]
+    inside, notified, result = threading.Event(), [], {}
 
-    def decide_later():
-        time.sleep(0.3)
-        svc.approval_decide(approval_id=req.pk, decision="allow_once", actor=staff)
-        connection.close()
+    class ObservedCondition(threading.Condition):
+        def wait(self, timeout=None):
+            inside.set()  # still holding the lock: the decision's notify_all cannot run before this thread waits
+            woken = super().wait(timeout)
+            notified.append(woken)
+            return woken
 
-    threading.Thread(target=decide_later).start()
-    started = time.monotonic()
-    assert svc.approval_wait(approval_id=req.pk, seconds=30).status == "approved"
-    assert time.monotonic() - started < 10
+    monkeypatch.setattr(waiting, "POLL_SECONDS", 60)
+    monkeypatch.setattr(waiting, "_decided", ObservedCondition())
+
+    def waiter():
+        try:
+            result["status"] = svc.approval_wait(approval_id=req.pk, seconds=60).status
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    assert inside.wait(timeout=30), "the waiter never reached its wait"  # a hang guard, not a speed target
+    svc.approval_decide(approval_id=req.pk, decision="allow_once", actor=staff)
+    thread.join()
+    assert result["status"] == "approved"
+    assert notified == [True]  # woken by the decision, never by the poll interval running out
 
 
 @pytest.mark.django_db(transaction=True)
@@ -421,7 +447,7 @@ def test_policy_is_checked_again_at_execution(agent, reg, staff):
     agent = with_mode(agent, "cautious")
     req = make_pending(agent, reg, "change", {"what": "x"})
     svc.approval_decide(approval_id=req.pk, decision="allow_once", actor=staff)
-    ToolPermission.objects.create(scope="agent", agent=agent, tool="change", permission="deny")
+    permit(scope="agent", agent=agent, tool="change", permission="deny")
     outcome = execution.approval_execute(approval_id=req.pk, agent=agent, tools=reg)
     assert outcome.status == "denied" and ToolInvocation.objects.get(pk=outcome.invocation_id).status == "denied"
     assert ApprovalRequest.objects.get(pk=req.pk).consumed_at is None
@@ -436,7 +462,7 @@ def test_execution_is_vetted_in_the_original_call_context(agent, reg, staff):
     svc.approval_decide(approval_id=req.pk, decision="allow_once", actor=staff)
     subagent_policy = ToolPolicy.objects.get(scope="subagent")
     subagent_policy.deny = ["gated"]
-    subagent_policy.save()
+    tool_policy_save(actor=None, policy=subagent_policy)
     outcome = execution.approval_execute(approval_id=req.pk, agent=agent, tools=reg)
     assert outcome.status == "denied" and "no longer available" in outcome.for_llm
 
@@ -499,7 +525,7 @@ def test_rules_never_turn_a_deny_into_allow_nor_apply_to_always_require_approval
     agent = with_mode(agent, "cautious")
     req = make_pending(agent, reg, "change", {"what": "x"})
     svc.approval_decide(approval_id=req.pk, decision="allow_always", actor=staff)
-    ToolPermission.objects.create(scope="agent", agent=agent, tool="change", permission="deny")
+    permit(scope="agent", agent=agent, tool="change", permission="deny")
     assert verdict(run(agent, "change", {"what": "x"}, reg)) == "deny"
     gated = make_pending(agent, reg)
     with pytest.raises(ValidationError) as exc:

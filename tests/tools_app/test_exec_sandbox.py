@@ -13,6 +13,7 @@ from sandbox_app.models import SandboxProfile
 from tests.factories import make_agent
 from tools_app.models import ToolInvocation
 from tools_app.security.shell_check import RULE_GROUPS
+from tools_app.services.agents import agent_update
 
 pytestmark = pytest.mark.django_db
 NO_SHELL_CHECK = {"shell_disabled_rule_groups": sorted(RULE_GROUPS)}
@@ -20,8 +21,7 @@ NO_SHELL_CHECK = {"shell_disabled_rule_groups": sorted(RULE_GROUPS)}
 
 @pytest.fixture
 def hostile(api, agent):
-    agent.other_config = NO_SHELL_CHECK
-    agent.save()
+    agent_update(agent=agent, other_config=NO_SHELL_CHECK)
 
     def run(command: str) -> tuple[dict, ToolInvocation]:
         body = api.post("/api/v1/tools/execute", {"tool": "exec", "arguments": {"command": command}}, format="json").json()
@@ -81,8 +81,7 @@ def test_writing_outside_the_workspace_fails_and_inside_works(hostile, agent):
 
 
 def test_a_profile_with_the_sandbox_off_runs_on_the_host_and_the_audit_says_so(api, agent):
-    agent.sandbox_profile = SandboxProfile.objects.create(name="trusted-host", backend="host", mode="off")
-    agent.save()
+    agent_update(agent=agent, sandbox_profile=SandboxProfile.objects.create(name="trusted-host", backend="host", mode="off"))
     body = api.post("/api/v1/tools/execute", {"tool": "exec", "arguments": {"command": "pwd"}}, format="json").json()
     row = ToolInvocation.objects.get(pk=body["invocation_id"])
     assert (row.sandbox_backend, row.sandbox_profile) == ("host", "trusted-host")

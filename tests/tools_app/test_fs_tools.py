@@ -599,15 +599,13 @@ def test_glob_matcher():
     assert fs._Glob("[unclosed").match("[unclosed")
 
 
-def test_glob_matcher_no_pathological_backtracking():
-    import time
-
+def test_glob_matcher_answers_inputs_that_make_backtracking_matchers_explode():
+    # Their speed is measured by benchmarks/bench_glob.py; here: the answers, and `**` runs collapsed to one.
     g = fs._Glob("*a*a*a*a*a*a*a*a*a*a*a*b")
-    t = time.monotonic()
-    assert not g.match("a" * 250)
+    assert not g.match("a" * 250) and g.match("a" * 250 + "b")
     g2 = fs._Glob("/".join(["**"] * 30 + ["x"] * 3))
-    assert not g2.match("/".join(["x"] * 60 + ["y"]))
-    assert time.monotonic() - t < 1.0
+    assert g2.segs.count("**") == 1
+    assert not g2.match("/".join(["x"] * 60 + ["y"])) and g2.match("/".join(["x"] * 60))
 
 
 # --- isolation between workspaces -----------------------------------------------------------

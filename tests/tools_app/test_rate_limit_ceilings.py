@@ -4,6 +4,7 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
+from goclaw.db import PreparedStatement
 from goclaw.errors import ValidationError
 from tests.factories import make_agent
 from tools_app import pipeline
@@ -169,6 +170,31 @@ def test_behind_a_transaction_pooler_the_take_is_sent_whole_and_stays_all_or_not
         assert rate_limit_take([("d:one", 1), ("d:two", 5)]) == [0]
     assert statements(queries) == ["WITH", "WITH"]
     assert RateLimitBucket.objects.get(key="d:two").tokens == pytest.approx(4, abs=0.01)
+
+
+def test_no_other_statement_can_be_prepared_under_the_take_s_name():
+    # A connection already holding the name would run the take in its place (or the reverse).
+    with pytest.raises(ValueError, match="already used"):
+        PreparedStatement(_PG_TAKE.name, "SELECT 1")
+
+
+@pytest.fixture
+def server_side_binding(monkeypatch):
+    """The next connection binds parameters on the server (OPTIONS server_side_binding); closed again afterwards."""
+    connection.close()
+    monkeypatch.setitem(connection.settings_dict, "OPTIONS", {**connection.settings_dict["OPTIONS"], "server_side_binding": True})
+    yield
+    connection.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_with_server_side_binding_the_take_is_sent_whole_and_stays_all_or_nothing(settings, server_side_binding):
+    settings.REDIS_URL = ""
+    with CaptureQueriesContext(connection) as queries:
+        assert rate_limit_take([("b:one", 1), ("b:two", 5)]) == []
+        assert rate_limit_take([("b:one", 1), ("b:two", 5)]) == [0]
+    assert statements(queries) == ["WITH", "WITH"]
+    assert RateLimitBucket.objects.get(key="b:two").tokens == pytest.approx(4, abs=0.01)
 
 
 @pytest.mark.parametrize("pooled", [False, True])

@@ -136,22 +136,22 @@ def test_a_hook_rewrite_into_other_valid_arguments_is_not_what_the_person_approv
     assert unused(req)
 
 
-def test_a_policy_deny_added_after_the_approval_refuses_the_resumed_call(source, staff):
-    agent = agent_in("cautious")
-    req = approved(agent, staff)
+def deny_by_policy(agent, source):
     with transaction.atomic():
         ToolPolicy.objects.create(scope=PolicyScope.AGENT, agent=agent, deny=["resume_change"])
         policy_changed()
-    outcome = execution.approval_execute(approval_id=req.pk, agent=agent)
-    assert outcome.status == "denied" and "no longer available" in outcome.for_llm
-    assert unused(req)
 
 
-def test_a_tool_gone_from_its_source_is_not_run_by_an_old_approval(source, staff):
-    agent = agent_in("cautious")
-    req = approved(agent, staff)
+def drop_from_its_source(agent, source):
     source.enabled = False
     tools_changed()
+
+
+@pytest.mark.parametrize("change", [deny_by_policy, drop_from_its_source])
+def test_an_approval_does_not_outlive_the_tool_set_and_policy_it_was_given_under(change, source, staff):
+    agent = agent_in("cautious")
+    req = approved(agent, staff)
+    change(agent, source)
     outcome = execution.approval_execute(approval_id=req.pk, agent=agent)
     assert outcome.status == "denied" and "no longer available" in outcome.for_llm
     assert unused(req)

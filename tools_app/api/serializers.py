@@ -13,9 +13,6 @@ from tools_app.calls import CONTEXT_FIELDS, CallContext
 from tools_app.choices import ApprovalStatus, InvocationStatus
 from tools_app.models import Agent, ToolInvocation
 
-# How a waited-for call ends when nobody approved it (tools_app.services: tool_execute with wait_seconds).
-_WAIT_ENDINGS = [ApprovalStatus.DENIED.value, ApprovalStatus.EXPIRED.value, ApprovalStatus.CANCELLED.value]
-
 
 def _text(max_length: int | None = None, **kwargs) -> StrictCharField:
     """An optional string parameter; empty means "not given"."""
@@ -296,6 +293,10 @@ class _OutcomeSerializer(serializers.Serializer):
     is_error = serializers.BooleanField()
     invocation_id = serializers.CharField(allow_blank=True)
     duration_ms = serializers.FloatField()
+
+
+# How a call waited for with wait_seconds ends when nobody approved it (it is then answered as `denied`).
+_WAIT_ENDINGS = [ApprovalStatus.DENIED.value, ApprovalStatus.EXPIRED.value, ApprovalStatus.CANCELLED.value]
 
 
 class ExecuteResponseSerializer(_OutcomeSerializer):

@@ -1,19 +1,32 @@
 """Agent-facing API: catalog, execute, safety check, scrub, invocations. Thin: parse, call a service, render."""
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework.generics import ListAPIView, RetrieveAPIView
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from goclaw.api import IsAgent, IsStaff, agent_of, error_responses, validated, validated_query
+from goclaw.api import (
+    IsAgent,
+    IsStaff,
+    agent_of,
+    error_responses,
+    validated,
+    validated_query,
+)
 from goclaw.errors import PermissionDenied, ValidationError
 from tools_app import pipeline
-from tools_app.calls import CallContext, ToolCall
 from tools_app.api import serializers as s
-from tools_app.selectors import invocation_list_for, tool_catalog_explain, tool_catalog_for_agent
-from tools_app.services.agents import agent_get_by_key
+from tools_app.calls import CallContext, ToolCall
 from tools_app.execution import tool_execute
+from tools_app.security.scrub import default_scrubber
+from tools_app.security.shell_check import check_command
+from tools_app.selectors import (
+    invocation_list_for,
+    tool_catalog_explain,
+    tool_catalog_for_agent,
+)
+from tools_app.services.agents import agent_get_by_key
 
 
 def _acting_agent(request, key: str | None):
@@ -70,9 +83,7 @@ class ToolExplainView(APIView):
 
 class ToolExecuteView(APIView):
     @extend_schema(request=s.ExecuteRequestSerializer,
-                   responses={200: s.ExecuteResponseSerializer,
-                              202: OpenApiResponse(s.PendingApprovalResponseSerializer,
-                                                   description="a person must approve the call (or accept the held file change) first"),
+                   responses={**s.EXECUTE_RESPONSES,
                               **error_responses({400: "malformed JSON or invalid fields, or a staff request without `agent` "
                                                       "(agent_required)", **_AGENT_ERRORS})},
                    summary="Run a tool through the pipeline",
@@ -84,15 +95,13 @@ class ToolExecuteView(APIView):
         call = ToolCall(agent=agent, tool=data["tool"], arguments=data["arguments"],
                         context=data["context"].replace(request_id=request.headers.get("X-Request-Id", "")[:64]))
         outcome = tool_execute(call, data["wait_seconds"])
-        return Response(outcome.as_dict(), status=202 if outcome.status == "pending_approval" else 200)
+        return Response(outcome.as_dict(), status=s.execute_http_status(outcome))
 
 
 class CheckCommandView(APIView):
     @extend_schema(request=s.CheckCommandRequestSerializer, responses=s.CheckCommandResponseSerializer,
                    summary="The shell safety check exec applies, without running anything")
     def post(self, request):
-        from tools_app.security.shell_check import check_command
-
         data = validated(s.CheckCommandRequestSerializer, request.data)
         agent = agent_of(request)
         disabled = frozenset(pipeline.agent_settings(agent).get("shell_disabled_rule_groups", ())) if agent else frozenset()
@@ -106,8 +115,6 @@ class ScrubView(APIView):
     @extend_schema(request=s.ScrubRequestSerializer, responses=s.ScrubResponseSerializer,
                    summary="Redact credentials from text (staff only)")
     def post(self, request):
-        from tools_app.security.scrub import default_scrubber
-
         data = validated(s.ScrubRequestSerializer, request.data)
         text, count = default_scrubber.scrub(data["text"])
         return Response({"text": text, "redactions": count})

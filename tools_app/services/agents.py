@@ -26,6 +26,7 @@ logger = logging.getLogger(__name__)
 TOKEN_PREFIX = "gclw"
 _PREFIX_ALPHABET = string.ascii_lowercase + string.digits
 
+
 @transaction.atomic
 def agent_create(*, key: str, display_name: str = "", agent_type: str = "predefined", provider: str = "",
                  model: str = "", workspace: str = "", other_config: dict | None = None, enabled: bool = True,
