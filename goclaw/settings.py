@@ -9,6 +9,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM  # noqa: F401  (fail early if missing)
 from django.core.exceptions import ImproperlyConfigured
 
+from goclaw.crypto import keyring_check
 from goclaw.embedded_db import db_settings_from_uri, start_embedded
 from goclaw.env import (
     env_bool,
@@ -42,6 +43,9 @@ else:
         production=PRODUCTION,
         generate=lambda: __import__("base64").b64encode(os.urandom(32)).decode(),
     )
+# Keys that sealed values before the last rotation: they still open them (docs/secrets.md).
+GOCLAW_ENCRYPTION_OLD_KEYS = env_list("GOCLAW_ENCRYPTION_OLD_KEYS")
+keyring_check(GOCLAW_ENCRYPTION_KEY, GOCLAW_ENCRYPTION_OLD_KEYS)  # a malformed key stops the start, named
 
 HOST = env_str("GOCLAW_HOST", "127.0.0.1")
 PORT = env_int("GOCLAW_PORT", 8000, minimum=0, maximum=65535)

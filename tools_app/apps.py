@@ -16,6 +16,7 @@ class ToolsAppConfig(AppConfig):
         signals.connect()
         _scrub_platform_secrets()
         _contribute_to_platform()
+        _register_encrypted_fields()
 
         from goclaw.services import health_check_register
         from tools_app.pipeline import tool_workers_status
@@ -29,7 +30,7 @@ def _scrub_platform_secrets() -> None:
 
     from tools_app.security.scrub import default_scrubber
 
-    values = [settings.SECRET_KEY, settings.GOCLAW_ENCRYPTION_KEY, settings.ADMIN_PASSWORD,
+    values = [settings.SECRET_KEY, settings.GOCLAW_ENCRYPTION_KEY, *settings.GOCLAW_ENCRYPTION_OLD_KEYS, settings.ADMIN_PASSWORD,
               *(db.get("PASSWORD", "") for db in settings.DATABASES.values())]
     default_scrubber.add_values(v for v in values if v)
 
@@ -46,3 +47,18 @@ def _contribute_to_platform() -> None:
     websocket_authenticator_register(authenticate=token_authenticate, active=token_active)
     for pattern in (r"approvals", r"invocations", r"agent\.[a-z0-9_-]{1,64}"):
         websocket_staff_group_register(pattern)
+
+
+def _register_encrypted_fields() -> None:
+    """Where this app keeps values sealed with goclaw.crypto, so `rotate_encryption_key` re-seals them all: a held
+    change's exact arguments, and the real caller ids of held calls (approval requests and pending changes)."""
+    from goclaw.secrets import encrypted_field_register
+    from tools_app.models import ApprovalRequest, PendingChange
+    from tools_app.services.approvals.changes import pending_change_seal_context
+    from tools_app.services.approvals.identity import identity_seal_context
+
+    encrypted_field_register(PendingChange, "sealed_arguments",
+                             associated_data=lambda row: pending_change_seal_context(row.pk))
+    for model in (ApprovalRequest, PendingChange):
+        encrypted_field_register(model, "call_context", json_key="sealed_identity",
+                                 associated_data=lambda row: identity_seal_context(row.pk))

@@ -445,7 +445,7 @@ def test_held_changes_are_sealed_at_rest_and_applied_exactly(review, staff):
     change = PendingChange.objects.get(pk=outcome.extra["pending_change_id"])
     raw = _raw_rows("SELECT arguments::text, sealed_arguments, path, summary FROM tools_app_pendingchange")
     assert FAKE_KEY not in raw and "A1b2C3d4E5f6" not in raw
-    assert change.sealed_arguments.startswith("v1:") and change.arguments["content"] != content
+    assert change.sealed_arguments.startswith("v2:") and change.arguments["content"] != content
     assert crypto.decrypt_json(change.sealed_arguments, associated_data=svc.pending_change_seal_context(change.pk)) == {
         "path": f"conf/{FAKE_KEY}.env", "content": content}
     done = execution.pending_change_decide(change_id=change.pk, accept=True, actor=staff)
@@ -468,10 +468,10 @@ def test_sealed_arguments_open_only_for_their_own_row(review, staff):
 
 def test_crypto_is_versioned_authenticated_and_uses_a_fresh_nonce():
     one = crypto.encrypt_json({"k": "v"}, associated_data="t:1")
-    assert one.startswith("v1:") and one != crypto.encrypt_json({"k": "v"}, associated_data="t:1")
+    assert one.startswith("v2:") and one != crypto.encrypt_json({"k": "v"}, associated_data="t:1")
     assert crypto.decrypt_json(one, associated_data="t:1") == {"k": "v"}
     for token, data in ((one, "t:2"), (one[:-4] + ("AAAA" if not one.endswith("AAAA") else "BBBB"), "t:1"),
-                        ("v2:" + one[3:], "t:1"), ("garbage", "t:1")):
+                        ("v9:" + one[3:], "t:1"), ("garbage", "t:1")):
         with pytest.raises(crypto.DecryptionError):
             crypto.decrypt_json(token, associated_data=data)
     with pytest.raises(ValueError):
@@ -533,7 +533,7 @@ def test_the_migration_seals_held_changes_and_binds_exact_exec_rules(staff):
     raw = _raw_rows("SELECT arguments::text, sealed_arguments, path FROM tools_app_pendingchange")
     assert FAKE_KEY not in raw
     held_now, done_now = PendingChange.objects.get(pk=held.pk), PendingChange.objects.get(pk=done.pk)
-    assert held_now.sealed_arguments.startswith("v1:") and done_now.sealed_arguments == ""
+    assert held_now.sealed_arguments.startswith("v2:") and done_now.sealed_arguments == ""
     assert ApprovalRule.objects.get(pk=bound.pk).args_hash == source.args_hash
     assert ApprovalRule.objects.get(pk=orphan.pk).revoked_at is not None
     applied = execution.pending_change_decide(change_id=held.pk, accept=True, actor=staff)

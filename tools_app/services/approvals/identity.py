@@ -25,7 +25,8 @@ def call_context_of(call: ToolCall) -> dict:
     return {name: value for name, value in stored.items() if name not in IDENTITY_FIELDS and name != "request_id"}
 
 
-def _identity_seal_context(row_id) -> str:
+def identity_seal_context(row_id) -> str:
+    """Associated data of a held call's sealed identity: it opens only for this row (key rotation rebuilds it too)."""
     return f"goclaw:call-identity:{row_id}"
 
 
@@ -38,7 +39,7 @@ def identity_store(ctx: ToolContext, call_context: dict, row_id) -> tuple[dict, 
     shown = {name: getattr(labels, name) for name in IDENTITY_FIELDS}
     context = {**call_context, "chat_id": shown["chat_id"]}
     if real != shown:
-        context["sealed_identity"] = crypto.encrypt_json(real, associated_data=_identity_seal_context(row_id))
+        context["sealed_identity"] = crypto.encrypt_json(real, associated_data=identity_seal_context(row_id))
     columns = {"user_id": pg_text(shown["user_id"][:255]), "session_key": pg_text(shown["session_key"][:255]),
                "channel": pg_text(shown["channel"][:64])}
     return columns, context
@@ -48,7 +49,7 @@ def call_identity(row) -> dict:
     """The real user id, session key, channel and chat id of a held call (unsealed when they were sealed)."""
     context = row.call_context or {}
     if context.get("sealed_identity"):
-        return crypto.decrypt_json(context["sealed_identity"], associated_data=_identity_seal_context(row.pk))
+        return crypto.decrypt_json(context["sealed_identity"], associated_data=identity_seal_context(row.pk))
     return {"user_id": row.user_id, "session_key": row.session_key, "channel": row.channel,
             "chat_id": context.get("chat_id", "")}
 
