@@ -1,9 +1,10 @@
 """FROZEN REFERENCE: the pre-restructure (P7) implementation of tools_app.security.shell_check, copied verbatim.
 
 Kept only for tests/tools_app/test_shell_check_differential.py, which proves the restructured package gives the
-same verdicts. Never import it from application code. Delete it (and the differential test) once it is no longer useful.
-"""
-"""Shell-command safety check for commands an agent wants to run with ``sh -c``.
+same verdicts. Never import it from application code. Delete it (and the differential test) once it is no longer
+useful. Original module docstring follows.
+
+Shell-command safety check for commands an agent wants to run with ``sh -c``.
 
 Pipeline: normalize -> parse (bashlex, else our own tolerant tokenizer) into raw simple commands
 -> expand words statically (quotes, ``$'..'``, variables assigned earlier, ``$IFS``, ``~``/``$HOME``,
