@@ -17,6 +17,7 @@ class ToolsAppConfig(AppConfig):
         _scrub_platform_secrets()
         _contribute_to_platform()
         _register_encrypted_fields()
+        _add_custom_tools()
 
         from goclaw.services import health_check_register
         from tools_app.pipeline import tool_workers_status
@@ -62,3 +63,16 @@ def _register_encrypted_fields() -> None:
     for model in (ApprovalRequest, PendingChange):
         encrypted_field_register(model, "call_context", json_key="sealed_identity",
                                  associated_data=lambda row: identity_seal_context(row.pk))
+
+
+def _add_custom_tools() -> None:
+    """Custom tools (docs/custom-tools.md): their tool source, so every agent's tool set includes its custom tools, and
+    their sealed env, so `rotate_encryption_key` re-seals it."""
+    from goclaw.secrets import encrypted_field_register
+    from tools_app.builtin.custom import CustomToolSource
+    from tools_app.custom_tools import env_seal_context
+    from tools_app.models import CustomTool
+    from tools_app.toolsets import tool_source_register
+
+    tool_source_register(CustomToolSource())
+    encrypted_field_register(CustomTool, "env_sealed", associated_data=lambda row: env_seal_context(row.pk))

@@ -80,11 +80,12 @@ def rotate(*args) -> tuple[str, CommandError | None]:
 
 
 def counts(output: str) -> dict[str, tuple[int, int, int, int]]:
-    """{place: (rotated, already current, failed, left)} from the command's report lines."""
+    """{place: (rotated, already current, failed, left)} from the command's report lines, for the places this test
+    plants values in (other registered places report zeros)."""
     found = {}
     for line in output.splitlines():
         label, sep, rest = line.partition(": ")
-        if sep and label in ENCRYPTED_FIELDS:
+        if sep and label in ENCRYPTED_FIELDS and label in SEALED:
             found[label] = tuple(int(part.split()[-1]) for part in rest.split(", "))
     return found
 

@@ -151,8 +151,12 @@ def staff_schema(fuzz_agent, staff_user):
     # catalog and execute document it as a 400 (agent_required), so a schema-valid staff request may get it.
     named_agent = {"checks": {"positive_data_acceptance": {"expected-statuses": ["2xx", "400", "401", "403", "404", "409"]}},
                    "include-path": ["/api/v1/tools", "/api/v1/tools/execute"]}
+    # A custom tool's template may only name declared parameters, its agent must exist, its schema must be a valid
+    # JSON Schema: rules across fields (and rows) that no request schema can state, answered 400 / 409.
+    custom_tools = {"checks": {"positive_data_acceptance": {"expected-statuses": ["2xx", "400", "401", "403", "404", "409"]}},
+                    "include-path-regex": "^/api/v1/custom-tools/"}
     return _load_schema(scheme="cookieAuth", credential={"api_key": client.cookies["sessionid"].value},
-                        seeded=_seed(fuzz_agent, staff_user), operations=[named_agent])
+                        seeded=_seed(fuzz_agent, staff_user), operations=[named_agent, custom_tools])
 
 
 # Each run covers the operations its credential is documented for; test_each_credential_is_refused_where_the_schema_

@@ -23,6 +23,16 @@ def _lines(name):
 
 SECRET_CASES = [tuple(line.split("\t", 1)) for line in _lines("secrets.txt")]
 CLEAN_CASES = list(_lines("clean_output.txt"))
+# context fragments of the P7 detectors, mixed into the prefilter check
+EXTRA_FRAGMENTS = [
+    "DB_PASSWORD=", "api_key: ", "VIRTUAL_X=", " ?= ", " += ", " ::= ", " => ", "var apiToken string = ", ": String = ",
+    "<password>", "</password>", '<add key="DbPassword" value="', '"/>', '<entry key="api.token">', "</entry>",
+    'setProperty("X_TOKEN", "', '["API_KEY"] = "', "--password ", "--client-secret=", " -u admin -p ",
+    "PsExec \\\\h -p ", "redis-cli -a ", "xfreerdp /p:", "net use \\\\srv\\s ", " /user:u ", "-U alice%",
+    "htpasswd -b f u ", 'ConvertTo-SecureString "', ";Password=", ";Pwd={", "Server=x;", "kind: Secret\n",
+    "data:\n  k: ", '"kind": "Secret", "data": {"k": "', "$krb5tgs$23$", "$pbkdf2-sha256$", "{SSHA}", "md5", "*",
+    "8Q~", "sgp_", "CCIPAT_", "API-", "pcsk_", "sk_", "AAAAAAAAAAAAAAAAAAAA", ":::",
+]
 
 
 def test_corpus_sizes():
@@ -279,25 +289,28 @@ def test_dynamic_values_sharing_a_prefix_are_all_found():
 
 
 def _reference_positions(text):
-    """Positions where the detector regex matches AND its handler redacts,
-    found the slow way (trying every position): {position: detector}."""
-    from tools_app.security import scrub as mod
+    """Positions where a detector pattern matches AND its strategy redacts,
+    found the slow way (trying every position): {position: {detectors}}."""
+    from tools_app.security.scrub.scrubber import DEFAULT_ENGINE as engine
 
     found = {}
     for s in range(len(text)):
-        m = mod._STATIC_RE.match(text, s)
-        if m is not None:
+        for m in engine.match_at(text, s):
             out = []
-            mod._handle(text, m, m.lastgroup, s, m.end(), out)
+            engine.handle(text, m, s, out)
             if out:
-                found[s] = m.lastgroup
+                found.setdefault(s, set()).add(m.lastgroup)
     return found
 
 
 def test_prefilter_is_a_superset():
+    """Every detector's prefilter proposes every position where the detector
+    would redact something (tier 1 may use either legacy tier's candidates,
+    as before the restructure; other tiers only their own)."""
     import random
 
-    from tools_app.security import scrub as mod
+    from tools_app.security.scrub.engine import project
+    from tools_app.security.scrub.scrubber import DEFAULT_ENGINE as engine
 
     rng = random.Random(7)
     frags = [c[0] for c in SECRET_CASES] + CLEAN_CASES + [
@@ -306,7 +319,7 @@ def test_prefilter_is_a_superset():
         "-----BEGIN RSA PRIVATE KEY-----\n", "-----END RSA PRIVATE KEY-----",
         "mysql ", " -p", "sshpass ", '"auth": "', "Private-Lines: 2\n", "SSWS ", "machine h login u password ",
         "https://", "@o1.ingest.sentry.io/2", "$2y$10$", "EAAA", "\\n", "\r\n",
-    ]
+    ] + EXTRA_FRAGMENTS
     alphabet = "abcXYZ0123456789_-+/="
     for _ in range(300):
         parts = []
@@ -316,22 +329,22 @@ def test_prefilter_is_a_superset():
             else:
                 parts.append("".join(rng.choice(alphabet) for _ in range(rng.choice([3, 8, 20, 40]))))
         text = "".join(parts)
-        cands = set(mod._candidates(text, mod._project(text)))
-        ref = _reference_positions(text)
-        missing = set(ref) - cands
-        assert not missing, (text, missing)
-        # second-tier detectors are only tried at their own candidates
-        _, tier2 = mod._candidate_tiers(text, mod._project(text))
-        missing2 = {s for s, g in ref.items() if g in mod._TIER2_RE.groupindex} - tier2
-        assert not missing2, (text, missing2)
+        tiers = engine.candidates(text, project(text))
+        for s, groups in _reference_positions(text).items():
+            for g in groups:
+                tier = engine.by_name[g].tier
+                own = tiers[1] | tiers[2] if tier == 1 else tiers[tier] if tier == 2 else tiers.get(g, set())
+                assert s in own, (text, s, g)
 
 
 def test_scan_equals_reference_at_every_position():
-    """_scan (two tiers, candidates only) redacts exactly what trying
-    _STATIC_RE at every position redacts."""
+    """The engine (candidates only) redacts exactly what trying every
+    detector at every position redacts."""
     import random
 
-    from tools_app.security import scrub as mod
+    from tools_app.security.scrub.dynamic import _Dyn
+    from tools_app.security.scrub.scrubber import DEFAULT_ENGINE as engine
+    from tools_app.security.scrub.scrubber import _scan
 
     rng = random.Random(11)
     frags = [c[0] for c in SECRET_CASES] + CLEAN_CASES
@@ -339,10 +352,9 @@ def test_scan_equals_reference_at_every_position():
         text = " ".join(rng.choice(frags) for _ in range(rng.randint(1, 6)))
         ref = []
         for s in range(len(text)):
-            m = mod._STATIC_RE.match(text, s)
-            if m is not None:
-                mod._handle(text, m, m.lastgroup, s, m.end(), ref)
-        assert sorted(mod._scan(text, mod._Dyn(frozenset(), 6))) == sorted(ref), text
+            for m in engine.match_at(text, s):
+                engine.handle(text, m, s, ref)
+        assert sorted(_scan(text, _Dyn(frozenset(), 6))) == sorted(ref), text
 
 
 # ---------------------------------------------------------------------------

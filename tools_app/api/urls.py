@@ -24,3 +24,12 @@ urlpatterns += [
     path("pending-changes", approval_views.PendingChangeListView.as_view(), name="pending-change-list"),
     path("pending-changes/<uuid:pk>/decision", approval_views.PendingChangeDecisionView.as_view(), name="pending-change-decision"),
 ]
+
+from tools_app.api import custom_tools as custom_tool_views  # noqa: E402
+
+urlpatterns += [
+    path("custom-tools/", custom_tool_views.CustomToolListView.as_view(), name="custom-tool-list"),
+    path("custom-tools/import", custom_tool_views.CustomToolImportView.as_view(), name="custom-tool-import"),
+    path("custom-tools/export", custom_tool_views.CustomToolExportView.as_view(), name="custom-tool-export"),
+    path("custom-tools/<uuid:pk>", custom_tool_views.CustomToolDetailView.as_view(), name="custom-tool-detail"),
+]

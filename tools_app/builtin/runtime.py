@@ -18,7 +18,7 @@ import math
 import os
 import signal
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from sandbox_app.services import ExecLimits, ExecResult, SandboxError, safe_child_env, sandbox_exec
 from tools_app.base import Tool, ToolContext, ToolError, ToolResult
@@ -97,6 +97,61 @@ def format_exec_result(result: ExecResult, limits: ExecLimits) -> str:
     return "".join(parts)
 
 
+def sandbox_limits(ctx: ToolContext, sandbox: CallSandbox, *, tool_name: str, timeout: float) -> ExecLimits:
+    """The limits for one process-starting call: the requested `timeout`, capped by `tool_timeouts[tool_name]` and
+    the sandbox profile's ceiling; grace and output caps from the agent's settings (shared by exec and custom tools)."""
+    settings = ctx.settings or {}
+    ceiling = float(sandbox.profile.timeout_seconds)
+    cap = (settings.get("tool_timeouts") or {}).get(tool_name)
+    if cap is not None:
+        timeout = min(timeout, _number(cap, MAX_TIMEOUT))
+    timeout = min(max(timeout, MIN_TIMEOUT), ceiling, MAX_TIMEOUT)
+    return sandbox.profile.limits(
+        timeout_seconds=timeout,
+        grace_seconds=_number(settings.get("exec_grace_seconds", DEFAULT_GRACE), DEFAULT_GRACE),
+        max_output_bytes=int(_number(settings.get("exec_max_output_bytes", DEFAULT_MAX_OUTPUT), DEFAULT_MAX_OUTPUT)),
+    )
+
+
+def run_shell_command(ctx: ToolContext, command: str, *, tool_name: str, working_dir: str | None,
+                      limits_for: Callable[[CallSandbox], ExecLimits],
+                      env: dict[str, str] | None = None) -> ToolResult:
+    """Run `command` with /bin/sh -c in the agent's sandbox, the way `exec` does: the shell safety check again
+    (defence in depth: the pipeline's security hook ran it on `command_for`), `working_dir` resolved through the
+    Workspace, a minimal environment (`safe_child_env`, plus the trusted `env`: a custom tool's decrypted values),
+    the profile's limits, process-group kill on timeout or cancel, and the formatted, audited result."""
+    try:
+        from tools_app.security.shell_check import check_command
+    except ImportError:
+        logger.error("%s refused: tools_app.security.shell_check is unavailable", tool_name)
+        return ToolResult.error("command refused: the shell safety checker is unavailable")
+    disabled = frozenset(ctx.settings.get("shell_disabled_rule_groups", ()) or ())
+    verdict = check_command(command, disabled_groups=disabled)
+    if verdict.verdict != "allow":
+        return ToolResult.error("command denied by safety policy: " + "; ".join(verdict.reasons))
+    if verdict.observe:
+        from tools_app.pipeline import labels_of  # late: the pipeline imports the tools
+
+        logger.warning("%s: suspicious command allowed (agent=%s request=%s): %s",
+                       tool_name, ctx.agent_key, labels_of(ctx).request_id, "; ".join(verdict.reasons))
+
+    ws = workspace_required(ctx)
+    root = ws.ensure()  # creates it (0o700) if missing; returns the real path
+    workspace = Path(root)
+    cwd = _resolve_working_dir(ws, root, working_dir) if working_dir else workspace
+
+    sandbox = sandbox_for_call(ctx)
+    limits = limits_for(sandbox)
+    try:
+        result = sandbox_exec(command=command, workspace=workspace, cwd=cwd, env=safe_child_env(env), limits=limits,
+                              spec=sandbox.spec, cancel=ctx.cancel)
+    except SandboxError as exc:
+        return ToolResult(for_llm=f"command not run: {exc}", is_error=True, sandbox=sandbox.audit(sandbox.spec.backend))
+    text = format_exec_result(result, limits)
+    return ToolResult(for_llm=text, is_error=result.timed_out or result.cancelled or result.exit_code != 0,
+                      sandbox=sandbox.audit(result.backend))
+
+
 class ExecTool(Tool):
     """Runs a shell command with a minimal environment, a timeout and bounded output."""
 
@@ -139,16 +194,7 @@ class ExecTool(Tool):
         timeout = _number(args.get("timeout"), 0.0) if args.get("timeout") is not None else 0.0
         if timeout <= 0:
             timeout = _number(settings.get("exec_timeout_seconds", ceiling), ceiling)
-        cap = (settings.get("tool_timeouts") or {}).get(self.name)
-        if cap is not None:
-            timeout = min(timeout, _number(cap, MAX_TIMEOUT))
-        timeout = min(max(timeout, MIN_TIMEOUT), ceiling, MAX_TIMEOUT)
-        return sandbox.profile.limits(
-            timeout_seconds=timeout,
-            grace_seconds=_number(settings.get("exec_grace_seconds", DEFAULT_GRACE), DEFAULT_GRACE),
-            max_output_bytes=int(_number(settings.get("exec_max_output_bytes", DEFAULT_MAX_OUTPUT),
-                                         DEFAULT_MAX_OUTPUT)),
-        )
+        return sandbox_limits(ctx, sandbox, tool_name=self.name, timeout=timeout)
 
     def timeout_for(self, ctx: ToolContext, args: dict[str, Any]) -> float:
         limits = self._limits(ctx, args, sandbox_for_call(ctx))
@@ -167,37 +213,8 @@ class ExecTool(Tool):
         if working_dir is not None and (not isinstance(working_dir, str) or "\x00" in working_dir):
             raise ToolError("working_dir must be a string without NUL bytes")
 
-        # Defence in depth: the pipeline's security hook runs the same check before we get here.
-        try:
-            from tools_app.security.shell_check import check_command
-        except ImportError:
-            logger.error("exec refused: tools_app.security.shell_check is unavailable")
-            return ToolResult.error("command refused: the shell safety checker is unavailable")
-        disabled = frozenset(ctx.settings.get("shell_disabled_rule_groups", ()) or ())
-        verdict = check_command(command, disabled_groups=disabled)
-        if verdict.verdict != "allow":
-            return ToolResult.error("command denied by safety policy: " + "; ".join(verdict.reasons))
-        if verdict.observe:
-            from tools_app.pipeline import labels_of  # late: the pipeline imports the tools
-
-            logger.warning("exec: suspicious command allowed (agent=%s request=%s): %s",
-                           ctx.agent_key, labels_of(ctx).request_id, "; ".join(verdict.reasons))
-
-        ws = workspace_required(ctx)
-        root = ws.ensure()  # creates it (0o700) if missing; returns the real path
-        workspace = Path(root)
-        cwd = _resolve_working_dir(ws, root, working_dir) if working_dir else workspace
-
-        sandbox = sandbox_for_call(ctx)
-        limits = self._limits(ctx, args, sandbox)
-        try:
-            result = sandbox_exec(command=command, workspace=workspace, cwd=cwd, env=safe_child_env(), limits=limits,
-                                  spec=sandbox.spec, cancel=ctx.cancel)
-        except SandboxError as exc:
-            return ToolResult(for_llm=f"command not run: {exc}", is_error=True, sandbox=sandbox.audit(sandbox.spec.backend))
-        text = format_exec_result(result, limits)
-        return ToolResult(for_llm=text, is_error=result.timed_out or result.cancelled or result.exit_code != 0,
-                          sandbox=sandbox.audit(result.backend))
+        return run_shell_command(ctx, command, tool_name=self.name, working_dir=working_dir,
+                                 limits_for=lambda sandbox: self._limits(ctx, args, sandbox))
 
 
 TOOLS = [ExecTool()]

@@ -1,4 +1,14 @@
-"""Credential scrubber for tool output and audit-logged tool arguments.
+"""FROZEN REFERENCE -- the pre-restructure (P7) implementation of
+tools_app/security/scrub.py, kept verbatim (only this paragraph was added).
+It exists only for the differential test
+(tests/tools_app/test_scrub_differential.py), which checks that the
+restructured package redacts exactly what this did, apart from the classes
+P7 widened on purpose.  Tests only; delete it together with the differential
+test once it is no longer useful.
+
+Original module docstring:
+
+Credential scrubber for tool output and audit-logged tool arguments.
 
 Public API::
 
