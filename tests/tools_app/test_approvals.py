@@ -1,7 +1,6 @@
 """The approval system through the real pipeline, services and database: modes, permissions, the exec matrix,
 requests bound to the exact call, decisions, expiry, exactly-once execution, rules and held file changes."""
 import threading
-import time
 from datetime import timedelta
 
 import pytest
