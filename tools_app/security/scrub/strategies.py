@@ -453,8 +453,6 @@ def named_value(text, m, d, s, out):
     shell = not quoted and name.isupper() and m.group(g + "op") == "=" and m.end(g + "op") == vs
     if not literal_ok(v, cls, quoted, text[ve:ve + 1], shell):
         return
-    if cls == "dsn" and "://" in v:
-        return  # a URL DSN: the "url" detector takes its password / key only
     if quoted:
         vs, ve = vs + 1, ve - 1
     out.append((vs, ve))
