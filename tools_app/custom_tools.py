@@ -39,7 +39,35 @@ def template_problems(template: str, parameters: dict[str, Any]) -> list[str]:
     except TemplateError as exc:
         return [str(exc)]
     declared = set((parameters or {}).get("properties") or {})
-    return [f"placeholder {{{{.{name}}}}} names no declared parameter" for name in used if name not in declared]
+    problems = [f"placeholder {{{{.{name}}}}} names no declared parameter" for name in used if name not in declared]
+    return problems + [f"placeholder {{{{.{name}}}}} is inside quotes: goclaw quotes every value itself, and a value "
+                       "quoted twice can end the author's quotes and run as shell code — write it bare"
+                       for name in quoted_placeholders(template)]
+
+
+def quoted_placeholders(template: str) -> list[str]:
+    """Placeholders that sit inside '…', "…" or `…` in the template (checked at save time: inside quotes, the
+    quoted value would close the author's quote and the rest of it would reach the shell unquoted)."""
+    found: list[str] = []
+    quote, i, matches = "", 0, {m.start(): m for m in PLACEHOLDER_RE.finditer(template)}
+    while i < len(template):
+        match = matches.get(i)
+        if match is not None:
+            if quote and match.group(1) not in found:
+                found.append(match.group(1))
+            i = match.end()
+            continue
+        ch = template[i]
+        if ch == "\\" and quote != "'":
+            i += 2
+            continue
+        if quote:
+            if ch == quote:
+                quote = ""
+        elif ch in "'\"`":
+            quote = ch
+        i += 1
+    return found
 
 
 def render_value(value: Any) -> str:

@@ -86,6 +86,17 @@ def test_a_placeholder_for_an_undeclared_parameter_or_a_malformed_one_is_named()
     assert template_problems("a {{.x}} {{ .x }}", ONE_PARAM) == []
 
 
+@pytest.mark.parametrize("template", ["echo '{{.x}}'", 'echo "a {{.x}}"', "echo `{{.x}}`", """echo "it's" '{{.x}}'"""])
+def test_a_placeholder_inside_the_authors_quotes_is_refused(template):
+    """Quoted again by goclaw, a value like `x' ; id ; '` would close the author's quote and run as shell code."""
+    assert any("inside quotes" in p for p in template_problems(template, ONE_PARAM))
+
+
+@pytest.mark.parametrize("template", ["echo {{.x}}", """printf '%s\\0' {{.x}}""", 'echo "done:" {{.x}}', "echo \\'{{.x}}"])
+def test_a_bare_placeholder_beside_quoted_text_is_fine(template):
+    assert template_problems(template, ONE_PARAM) == []
+
+
 # --- saving: validation and collisions -----------------------------------------------------------------------------
 
 @pytest.mark.django_db
@@ -99,6 +110,8 @@ def test_a_placeholder_for_an_undeclared_parameter_or_a_malformed_one_is_named()
     ({"working_dir": "/etc"}, "working_dir", "inside the workspace"),
     ({"name": "Bad Name"}, "name", "lower-case"),
     ({"command": "echo \x00"}, "command", "NUL"),
+    ({"command": "echo '{{.x}}'"}, "command", "{{.x}} is inside quotes"),
+    ({"command": 'grep "pattern {{.x}}" file'}, "command", "{{.x}} is inside quotes"),
 ])
 def test_an_invalid_definition_is_refused_with_the_field_and_the_reason(fields, field, words):
     with pytest.raises(ValidationError) as err:

@@ -56,7 +56,7 @@ def test_the_try_page_runs_through_the_pipeline_and_shows_the_scrubbed_result(ad
     agent = make_agent()
     tool = custom_tool_create(actor=None, name="leaky", description="prints its token", agent=agent,
                               parameters={"type": "object", "properties": {"who": {"type": "string"}}},
-                              command='echo "{{.who}}: $TOKEN"', env={"TOKEN": SECRET})
+                              command='printf "%s: %s" {{.who}} "$TOKEN"', env={"TOKEN": SECRET})
     page = admin_client.get(f"{BASE}{tool.pk}/try/").content.decode()
     assert agent.key in page
     ran = admin_client.post(f"{BASE}{tool.pk}/try/", {"agent": agent.key, "arguments": '{"who": "ada"}'})
