@@ -18,6 +18,7 @@ class ToolsAppConfig(AppConfig):
         _contribute_to_platform()
         _register_encrypted_fields()
         _add_custom_tools()
+        _add_credentialed_binaries()
 
         from goclaw.services import health_check_register
         from tools_app.pipeline import tool_workers_status
@@ -76,3 +77,16 @@ def _add_custom_tools() -> None:
 
     tool_source_register(CustomToolSource())
     encrypted_field_register(CustomTool, "env_sealed", associated_data=lambda row: env_seal_context(row.pk))
+
+
+def _add_credentialed_binaries() -> None:
+    """Credentialed exec (docs/credentialed-exec.md): the source that gives an agent `credentialed_exec` when it has
+    binaries, and their sealed env, so `rotate_encryption_key` re-seals it."""
+    from goclaw.secrets import encrypted_field_register
+    from tools_app.builtin.credentialed import CredentialedBinarySource
+    from tools_app.models import SecureCLIBinary
+    from tools_app.services.cli_binaries import env_seal_context
+    from tools_app.toolsets import tool_source_register
+
+    tool_source_register(CredentialedBinarySource())
+    encrypted_field_register(SecureCLIBinary, "env_sealed", associated_data=lambda row: env_seal_context(row.pk))

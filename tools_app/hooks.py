@@ -155,6 +155,35 @@ class AccessControlHook(PreHook):
         return CONTINUE
 
 
+class CredentialedBinaryHook(PreHook):
+    """Priority 15: a binary registered for `credentialed_exec` (docs/credentialed-exec.md) runs only through it.
+    Every simple command of a call's `command_for` (exec's command, a custom tool's rendered template; wrappers
+    such as env, command, sh -c, bash -c unwrapped) is refused when its program is such a binary by name or by
+    path, or is computed at run time (`$(which gh)`) while any binary is registered. credentialed_exec itself has
+    no `command_for` (it runs no shell), so no tool is exempted by name: a tool merely called that is judged too."""
+
+    name = "credentialed_binaries"
+    priority = 15
+
+    def before(self, ctx, tool, args):
+        command = tool.command_for(args)
+        if command is None:
+            return CONTINUE
+        from tools_app.security.shell_check import extract_simple_commands
+        from tools_app.services.cli_binaries import program_is_registered, registered_binaries
+
+        names, paths = registered_binaries()
+        if not names:
+            return CONTINUE
+        for argv in extract_simple_commands(command):
+            if argv and program_is_registered(argv[0], names, paths):
+                return HookResult.block(
+                    f"{argv[0][:200]} is a credentialed binary (or a program name computed at run time while "
+                    "credentialed binaries exist): run it with credentialed_exec, not through a shell")
+        return CONTINUE
+
+
 hooks = HookRegistry()
 hooks.add_pre(SecurityFilterHook())
+hooks.add_pre(CredentialedBinaryHook())
 hooks.add_pre(AccessControlHook())

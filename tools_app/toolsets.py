@@ -28,6 +28,8 @@ class ToolSource:
     database. Names must not collide with another source's (a collision keeps the earlier source's tool)."""
 
     name = "source"
+    # Tool names this source may contribute whatever its data (a name no other source may take, e.g. a custom tool).
+    reserved_names: frozenset[str] = frozenset()
 
     def tools_for(self, agent: Any, user_id: str) -> Iterable[Tool]:  # pragma: no cover - abstract
         return ()
@@ -67,6 +69,11 @@ def tool_sources() -> list[ToolSource]:
                     _sources[:] = [s for s in _sources if s.name != source.name] + [source]
                 _settings_loaded = True
     return list(_sources)
+
+
+def reserved_tool_names() -> frozenset[str]:
+    """Every name a registered source reserves: a custom tool (or any tool defined in data) may not take one."""
+    return frozenset().union(*(source.reserved_names for source in tool_sources()))
 
 
 def tools_changed() -> None:

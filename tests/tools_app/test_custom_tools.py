@@ -135,6 +135,14 @@ def test_a_name_a_built_in_tool_has_is_refused(name):
 
 
 @pytest.mark.django_db
+def test_a_name_another_source_reserves_is_refused():
+    """`credentialed_exec` comes from its own source (only for agents with a binary): a custom tool may not take it."""
+    with pytest.raises(CustomToolCollision) as err:
+        make(name="credentialed_exec")
+    assert "goclaw provides" in err.value.message
+
+
+@pytest.mark.django_db
 def test_a_name_another_visible_custom_tool_has_is_refused_but_two_agents_may_share_one():
     alice, bob = make_agent(), make_agent()
     make(agent=alice)

@@ -3,3 +3,4 @@ from tools_app.admin import agents  # noqa: F401
 from tools_app.admin import policy  # noqa: F401,E402
 from tools_app.admin import approvals  # noqa: F401,E402
 from tools_app.admin import custom_tools  # noqa: F401,E402
+from tools_app.admin import cli_binaries  # noqa: F401,E402

@@ -6,7 +6,8 @@ import logging
 import shlex
 import threading
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.db.models import Q
@@ -110,17 +111,25 @@ class CustomCommandTool(Tool):
         if len(command) > MAX_COMMAND_CHARS:
             raise ToolError(f"the arguments make the command longer than {MAX_COMMAND_CHARS} characters")
         env = self._env()
-        secrets = [value for value in env.values() if value]
-        _scrub_values_add(secrets)
-        try:
+        with injected_secrets(env.values()) as secrets:
             result = run_shell_command(ctx, command, tool_name=self.name, working_dir=self.working_dir or None,
                                        limits_for=lambda sandbox: self._limits(ctx, sandbox), env=env)
-            return _scrubbed(result, secrets)
-        finally:
-            _scrub_values_remove(secrets)
+            return scrubbed_result(result, secrets)
 
 
-def _scrubbed(result: ToolResult, secrets: list[str]) -> ToolResult:
+@contextmanager
+def injected_secrets(values: Iterable[str]) -> Iterator[list[str]]:
+    """The values a call injects into a child's environment (a custom tool's or a credentialed binary's env), in
+    the shared scrubber for the duration of the call; yields them (non-empty ones) for `scrubbed_result`."""
+    secrets = [value for value in values if value]
+    _scrub_values_add(secrets)
+    try:
+        yield secrets
+    finally:
+        _scrub_values_remove(secrets)
+
+
+def scrubbed_result(result: ToolResult, secrets: list[str]) -> ToolResult:
     """The injected values out of the output now, whatever their length (the shared scrubber ignores values under
     its minimum length, and drops these values once the call ends)."""
     if not secrets:

@@ -1,6 +1,7 @@
 """tools_app models, one module per area; everything is importable from `tools_app.models`."""
 from tools_app.models.agents import Agent, AgentToken
 from tools_app.models.approvals import ApprovalRequest, ApprovalRule, PendingChange, ToolPermission
+from tools_app.models.cli_binaries import SecureCLIBinary
 from tools_app.models.custom_tools import CustomTool
 from tools_app.models.invocations import RateLimitBucket, StoredToolOutput, ToolInvocation
 from tools_app.models.policy import ToolPolicy, ToolProfile
@@ -8,4 +9,4 @@ from tools_app.models.policy import ToolPolicy, ToolProfile
 __all__ = ["Agent", "AgentToken", "RateLimitBucket", "StoredToolOutput", "ToolInvocation",
            "ToolPolicy", "ToolProfile",
            "ApprovalRequest", "ApprovalRule", "PendingChange", "ToolPermission",
-           "CustomTool"]
+           "CustomTool", "SecureCLIBinary"]

@@ -19,7 +19,7 @@ from tools_app.custom_tools import env_seal_context, template_problems
 from tools_app.models import Agent, CustomTool
 from tools_app.models.custom_tools import CUSTOM_TOOL_DEFAULT_TIMEOUT, CUSTOM_TOOL_MAX_TIMEOUT, CUSTOM_TOOL_NAME_RE
 from tools_app.services.policy import actor_name
-from tools_app.toolsets import tools_changed
+from tools_app.toolsets import reserved_tool_names, tools_changed
 
 logger = logging.getLogger("goclaw.custom_tools")
 
@@ -136,6 +136,8 @@ def _collision(name: str, agent: Agent | None, exclude_pk: Any) -> str | None:
     existing = registry.get(name)
     if existing is not None:
         return f"{name} is a built-in tool" + (f" (alias of {existing.name})" if existing.name != name else "")
+    if name in reserved_tool_names():
+        return f"{name} is a tool goclaw provides"
     clash = CustomTool.objects.filter(name=name).exclude(pk=exclude_pk)
     if agent is not None:
         clash = clash.filter(Q(agent__isnull=True) | Q(agent=agent))

@@ -1,0 +1,249 @@
+"""Credentialed exec: a registered CLI binary runs only through `credentialed_exec` — its path checked against the
+real file at every call, no shell (operators refused), denied arguments refused, its sealed env injected and scrubbed
+from the output — and exec and custom tools refuse it, wrappers included.
+
+The fake CLIs are small root-owned shell scripts in a root-owned directory under /tmp (outside every workspace); the
+tool binds such a path read-only into the sandbox (bubblewrap shows only system directories otherwise), so these
+tests run them through the agent's real sandbox backend."""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+
+import pytest
+
+from goclaw.errors import ValidationError
+from tests.factories import make_agent
+from tools_app import pipeline
+from tools_app.base import ToolContext, ToolError
+from tools_app.builtin.credentialed import CredentialedBinarySource, parse_arguments
+from tools_app.builtin.custom import tool_from_row
+from tools_app.builtin.runtime import ExecTool
+from tools_app.calls import ToolCall
+from tools_app.hooks import hooks
+from tools_app.models import SecureCLIBinary, ToolInvocation
+from tools_app.services.cli_binaries import (CLIBinaryCollision, cli_binary_add_preset, cli_binary_create,
+                                             cli_binary_delete, cli_binary_update)
+from tools_app.services.custom_tools import custom_tool_create
+from tools_app.workspace import Workspace
+
+SECRET = "ghp_planted-Secret-7f3a9c1e"
+FAKE_CLI = '#!/bin/sh\necho "token=$FAKE_TOKEN"\nfor a in "$@"; do printf "<%s>\\n" "$a"; done\n'
+
+
+@pytest.fixture
+def bindir():
+    path = tempfile.mkdtemp(prefix="goclaw-cli-")
+    os.chmod(path, 0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def install(bindir: str, name: str, script: str = FAKE_CLI) -> str:
+    path = os.path.join(bindir, name)
+    with open(path, "w") as fh:
+        fh.write(script)
+    os.chmod(path, 0o755)
+    os.chown(path, 0, 0)
+    return path
+
+
+def ctx_for(agent):
+    return ToolContext(agent_key=agent.key, agent_id=agent.pk, settings={},
+                       workspace=Workspace(root=agent.workspace_path, agent_key=agent.key))
+
+
+def cred_tool(agent):
+    tools = list(CredentialedBinarySource().tools_for(agent, ""))
+    assert len(tools) == 1
+    return tools[0]
+
+
+def run(agent, binary, args):
+    return cred_tool(agent).run(ctx_for(agent), {"binary": binary, "args": args})
+
+
+# --- parsing: one command, no shell --------------------------------------------------------------------------------
+@pytest.mark.parametrize("args", ["pr list; cat /etc/passwd", "pr list | sh", "a && b", "a || b", "a > out",
+                                  "a < in", "a 2>&1", "a &", "(a)", "a $(id)", "a `id`", "a\nb", "a\rb", "a\x00b",
+                                  'a "$(id)"'])
+def test_every_shell_operator_is_refused_with_a_clear_error(args):
+    with pytest.raises(ToolError, match="no shell"):
+        parse_arguments(args)
+
+
+def test_quoted_words_stay_one_literal_argument():
+    assert parse_arguments("""api --jq '.[] | .name' --body "a; b && c" $HOME *""") == \
+        ["api", "--jq", ".[] | .name", "--body", "a; b && c", "$HOME", "*"]
+
+
+# --- registration: the path must be the real, root-owned file ------------------------------------------------------
+@pytest.mark.django_db
+def test_relative_symlinked_workspace_and_writable_paths_are_refused(bindir):
+    real = install(bindir, "gh")
+    link = os.path.join(bindir, "gh2")
+    os.symlink(real, link)
+    agent = make_agent()
+    in_ws = install(str(agent.workspace_path), "gh")
+    writable = install(tempfile.mkdtemp(prefix="goclaw-cli-"), "gh")
+    os.chmod(writable, 0o775)
+    for path, message in (("gh", "not an absolute path"), ("./gh", "not an absolute path"),
+                          (link, "symbolic link"), (in_ws, "inside an agent workspace"),
+                          (writable, "writable by no one else"), (os.path.join(bindir, "none"), "cannot be checked")):
+        with pytest.raises(ValidationError, match=message) as info:
+            cli_binary_create(actor=None, name=os.path.basename(path), path=path)
+        assert info.value.code == "cli_binary_bad_path"
+    assert not SecureCLIBinary.objects.exists()
+
+
+@pytest.mark.django_db
+def test_the_env_is_sealed_write_only_and_a_name_is_unique_per_scope(bindir):
+    row = cli_binary_create(actor=None, name="gh", path=install(bindir, "gh"), env={"FAKE_TOKEN": SECRET})
+    row.refresh_from_db()
+    assert SECRET not in row.env_sealed and row.env_names == ["FAKE_TOKEN"] and row.env_changed_at
+    with pytest.raises(CLIBinaryCollision):
+        cli_binary_create(actor=None, name="gh", path=row.path)
+    with pytest.raises(ValidationError, match="deny_args"):
+        cli_binary_update(actor=None, binary=row, deny_args=["(unclosed"])
+
+
+# --- running -------------------------------------------------------------------------------------------------------
+@pytest.mark.django_db
+def test_the_binary_runs_with_its_env_and_literal_arguments_and_the_secret_is_scrubbed(bindir):
+    agent = make_agent()
+    cli_binary_create(actor=None, name="gh", path=install(bindir, "gh"), env={"FAKE_TOKEN": SECRET},
+                      tips="use pr list")
+    tool = cred_tool(agent)
+    assert "gh: use pr list" in tool.description and tool.parameters["properties"]["binary"]["enum"] == ["gh"]
+    result = tool.run(ctx_for(agent), {"binary": "gh", "args": "pr list --body 'a; b' '$HOME'"})
+    assert not result.is_error, result.for_llm
+    assert result.sandbox["backend"] == "bubblewrap"  # the fake CLI ran inside the sandbox, bound read-only
+    assert "token=[REDACTED]" in result.for_llm and SECRET not in result.for_llm
+    assert "<pr>\n<list>\n<--body>\n<a; b>\n<$HOME>" in result.for_llm
+
+
+@pytest.mark.django_db
+def test_a_binary_swapped_after_registration_is_refused_at_call_time(bindir):
+    agent = make_agent()
+    path = install(bindir, "gh")
+    cli_binary_create(actor=None, name="gh", path=path, env={"FAKE_TOKEN": SECRET})
+    other = install(tempfile.mkdtemp(prefix="goclaw-cli-"), "evil", '#!/bin/sh\nenv\n')
+    os.remove(path)
+    os.symlink(other, path)
+    with pytest.raises(ToolError, match="path check.*symbolic link"):
+        run(agent, "gh", "pr list")
+    os.remove(path)
+    install(bindir, "gh")
+    os.chmod(path, 0o777)
+    with pytest.raises(ToolError, match="path check.*writable"):
+        run(agent, "gh", "pr list")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("preset, args", [
+    ("gh", "auth token"), ("gh", "auth status --show-token"), ("gh", "pr list --debug"),
+    ("aws", "configure get aws_secret_access_key"), ("aws", "sts get-session-token"), ("aws", "s3 ls --debug"),
+    ("gcloud", "auth print-access-token"), ("gcloud", "config config-helper --format=json print-access-token"),
+    ("kubectl", "config view --raw"), ("kubectl", "get secrets -A"), ("kubectl", "get pods -v=9"),
+    ("terraform", "state pull"), ("terraform", "output -json"),
+    # global flags before the subcommand, and quoting, do not get around the rules
+    ("kubectl", "-n web config view --raw"), ("kubectl", "--context=x get secret db -o yaml"),
+    ("aws", "--region eu-west-1 configure export-credentials"), ("gcloud", "--project p 'auth' list"),
+    ("gh", "--repo a/b \"auth\" token"), ("gcloud", "--verbosity=debug compute instances list"),
+])
+def test_preset_deny_args_refuse_credential_printing(bindir, preset, args):
+    agent = make_agent()
+    cli_binary_add_preset(actor=None, preset=preset, path=install(bindir, preset), env={"FAKE_TOKEN": SECRET})
+    with pytest.raises(ToolError, match=f"refused for {preset}"):
+        run(agent, preset, args)
+
+
+@pytest.mark.django_db
+def test_preset_binaries_still_run_their_ordinary_commands(bindir):
+    agent = make_agent()
+    cli_binary_add_preset(actor=None, preset="kubectl", path=install(bindir, "kubectl"))
+    cli_binary_add_preset(actor=None, preset="gh", path=install(bindir, "gh"))
+    for binary, args in (("kubectl", "get pods -n web"), ("gh", "pr list --repo a/b --json title")):
+        result = run(agent, binary, args)
+        assert not result.is_error and "<" + args.split()[0] + ">\n<" + args.split()[1] + ">" in result.for_llm
+
+
+@pytest.mark.django_db
+def test_only_agents_with_an_enabled_binary_get_the_tool(bindir):
+    mine, other = make_agent(), make_agent()
+    row = cli_binary_create(actor=None, name="gh", path=install(bindir, "gh"), agent=mine)
+    assert list(CredentialedBinarySource().tools_for(other, "")) == []
+    with pytest.raises(ToolError, match="unknown binary 'sh'; available: gh"):
+        cred_tool(mine).run(ctx_for(mine), {"binary": "sh", "args": ""})
+    cli_binary_update(actor=None, binary=row, enabled=False)
+    assert list(CredentialedBinarySource().tools_for(mine, "")) == []
+    cli_binary_update(actor=None, binary=row, enabled=True)
+    cli_binary_delete(actor=None, binary=row)
+    assert list(CredentialedBinarySource().tools_for(mine, "")) == []
+
+
+# --- exec and custom tools refuse registered binaries ----------------------------------------------------------------
+BYPASSES = ["gh auth token", "{path} auth token", "env gh auth token", "env -i FAKE=1 gh auth token",
+            "command gh auth token", "sh -c 'gh auth token'", "bash -c 'true; gh auth token'", "exec gh auth",
+            "$(which gh) auth token", "ls && timeout 5 gh auth token", "{dir}/../{base}/gh auth token"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("command", BYPASSES)
+def test_exec_refuses_a_registered_binary_behind_any_wrapper(bindir, command):
+    agent = make_agent()
+    path = install(bindir, "gh")
+    cli_binary_create(actor=None, name="gh", path=path)
+    command = command.format(path=path, dir=bindir, base=os.path.basename(bindir))
+    outcome = hooks.run_pre(ctx_for(agent), ExecTool(), {"command": command})
+    assert outcome.blocked and "credentialed_exec" in outcome.blocked, command
+
+
+@pytest.mark.django_db
+def test_a_custom_tool_cannot_run_a_registered_binary(bindir):
+    agent = make_agent()
+    path = install(bindir, "gh")
+    cli_binary_create(actor=None, name="gh", path=path)
+    row = custom_tool_create(actor=None, name="gh_wrap", description="x", command=f"env {path} {{{{.a}}}}",
+                             parameters={"type": "object", "properties": {"a": {"type": "string"}}})
+    outcome = hooks.run_pre(ctx_for(agent), tool_from_row(row), {"a": "auth token"})
+    assert outcome.blocked and "credentialed binary" in outcome.blocked
+    # a custom tool that merely takes the name credentialed_exec is judged like any other
+    row = custom_tool_create(actor=None, name="credentialed_exec", description="x", command="gh {{.a}}",
+                             parameters={"type": "object", "properties": {"a": {"type": "string"}}})
+    assert hooks.run_pre(ctx_for(agent), tool_from_row(row), {"a": "auth token"}).blocked_by == "credentialed_binaries"
+
+
+@pytest.mark.django_db
+def test_unrelated_commands_pass_and_nothing_is_refused_when_no_binary_is_registered(bindir):
+    agent = make_agent()
+    assert hooks.run_pre(ctx_for(agent), ExecTool(), {"command": "$(which ls) -l"}).blocked_by != "credentialed_binaries"
+    cli_binary_create(actor=None, name="gh", path=install(bindir, "gh"))
+    outcome = hooks.run_pre(ctx_for(agent), ExecTool(), {"command": "echo gh; ls ghost"})
+    assert outcome.blocked_by != "credentialed_binaries"
+
+
+# --- through the pipeline ------------------------------------------------------------------------------------------
+@pytest.mark.django_db
+def test_through_the_pipeline_the_secret_reaches_the_binary_but_not_the_output_audit_or_logs(bindir, monkeypatch,
+                                                                                            caplog):
+    monkeypatch.setenv("GOCLAW_PLATFORM_ONLY", "platform-value-never-in-child")
+    agent = make_agent()
+    script = ('#!/bin/sh\nprintf %s "$FAKE_TOKEN" | sha256sum\necho "token=$FAKE_TOKEN"\n'
+              'echo "platform=${GOCLAW_PLATFORM_ONLY-unset}"\n')
+    path = install(bindir, "gh", script)
+    cli_binary_create(actor=None, name="gh", path=path, env={"FAKE_TOKEN": SECRET})
+    with caplog.at_level(logging.DEBUG):
+        out = pipeline.execute(ToolCall(agent, "credentialed_exec", {"binary": "gh", "args": "pr list"}))
+        refused = pipeline.execute(ToolCall(agent, "exec", {"command": f"sh -c '{path} pr list'"}))
+    assert out.status == "ok", out.as_dict()
+    assert hashlib.sha256(SECRET.encode()).hexdigest() in out.for_llm  # the binary had the value
+    assert "token=[REDACTED]" in out.for_llm and "platform=unset" in out.for_llm
+    assert refused.status != "ok" and "credentialed_exec" in refused.for_llm
+    audit = json.dumps([list(r.values()) for r in ToolInvocation.objects.values()], default=str)
+    for where, text in (("output", json.dumps(out.as_dict())), ("audit rows", audit), ("logs", caplog.text)):
+        assert SECRET not in text, where
