@@ -28,7 +28,7 @@ from tools_app.hooks import hooks
 from tools_app.models import SecureCLIBinary, ToolInvocation
 from tools_app.services.cli_binaries import (CLIBinaryCollision, cli_binary_add_preset, cli_binary_create,
                                              cli_binary_delete, cli_binary_update)
-from tools_app.services.custom_tools import custom_tool_create
+from tools_app.services.custom_tools import CustomToolCollision, custom_tool_create
 from tools_app.workspace import Workspace
 
 SECRET = "ghp_planted-Secret-7f3a9c1e"
@@ -212,10 +212,10 @@ def test_a_custom_tool_cannot_run_a_registered_binary(bindir):
                              parameters={"type": "object", "properties": {"a": {"type": "string"}}})
     outcome = hooks.run_pre(ctx_for(agent), tool_from_row(row), {"a": "auth token"})
     assert outcome.blocked and "credentialed binary" in outcome.blocked
-    # a custom tool that merely takes the name credentialed_exec is judged like any other
-    row = custom_tool_create(actor=None, name="credentialed_exec", description="x", command="gh {{.a}}",
-                             parameters={"type": "object", "properties": {"a": {"type": "string"}}})
-    assert hooks.run_pre(ctx_for(agent), tool_from_row(row), {"a": "auth token"}).blocked_by == "credentialed_binaries"
+    # nor can one pose as credentialed_exec: the name is reserved by its source
+    with pytest.raises(CustomToolCollision):
+        custom_tool_create(actor=None, name="credentialed_exec", description="x", command="gh {{.a}}",
+                           parameters={"type": "object", "properties": {"a": {"type": "string"}}})
 
 
 @pytest.mark.django_db

@@ -1,10 +1,11 @@
-"""What the admin screens that edit agents and policy data share: saves and deletes go through services."""
+"""What the admin screens share: saves and deletes go through services; sealed env fields are write-only."""
 from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import Model, QuerySet
 
+from tools_app.services.custom_tools import env_problems
 from tools_app.services.policy import SpecCheck
 
 
@@ -41,4 +42,46 @@ class CheckedForm(forms.ModelForm):
         check = self.run_check()
         if check.errors:
             raise forms.ValidationError(check.errors)
+        return cleaned
+
+
+class WriteOnlyTextarea(forms.Textarea):
+    """Never renders a value: a form shown again after an error must not echo the secrets typed into it."""
+
+    def format_value(self, value):
+        return None
+
+
+class SealedEnvForm(forms.ModelForm):
+    """A model form with write-only env changes for a row whose env is sealed (custom tools, credentialed binaries):
+    `env_set` takes NAME=value lines (never filled in again), `env_unset` removes names. After clean(),
+    `env_changes()` is what to hand to the row's update service."""
+
+    env_set = forms.CharField(
+        required=False, label="Set env variables", widget=WriteOnlyTextarea(attrs={"rows": 3, "autocomplete": "off"}),
+        help_text="NAME=value, one per line. Write-only: values are encrypted and never shown again.")
+    env_unset = forms.MultipleChoiceField(required=False, label="Unset env variables",
+                                          widget=forms.CheckboxSelectMultiple)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["env_unset"].choices = [(name, name) for name in (self.instance.env_names or [])]
+
+    def env_changes(self) -> dict[str, str | None]:
+        return getattr(self, "_env_changes", {})
+
+    def clean(self):
+        cleaned = super().clean()
+        changes: dict[str, str | None] = {name: None for name in cleaned.get("env_unset") or []}
+        for number, line in enumerate((cleaned.get("env_set") or "").splitlines(), 1):
+            if not line.strip():
+                continue
+            name, sep, value = line.partition("=")
+            if not sep:
+                self.add_error("env_set", f"line {number}: write NAME=value")  # never echo the line: it may be a value
+                continue
+            changes[name.strip()] = value
+        if problem := env_problems(changes, allow_unset=True):
+            self.add_error("env_set", problem)
+        self._env_changes = changes
         return cleaned

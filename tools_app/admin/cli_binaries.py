@@ -3,51 +3,23 @@ the env write-only (names shown as set, with the last change). Presets are added
 Saves and deletes go through `tools_app.services.cli_binaries`."""
 from __future__ import annotations
 
-from django import forms
 from django.contrib import admin
 from django.utils.html import format_html_join
 
-from tools_app.admin.base import ServiceAdmin
-from tools_app.admin.custom_tools import WriteOnlyTextarea
+from tools_app.admin.base import SealedEnvForm, ServiceAdmin
 from tools_app.models import SecureCLIBinary
 from tools_app.services import cli_binaries as svc
-from tools_app.services.custom_tools import env_problems
 
 
-class SecureCLIBinaryForm(forms.ModelForm):
-    """The definition plus write-only env changes (`env_set`: NAME=value lines never shown again; `env_unset`)."""
-
-    env_set = forms.CharField(
-        required=False, label="Set env variables", widget=WriteOnlyTextarea(attrs={"rows": 3, "autocomplete": "off"}),
-        help_text="NAME=value, one per line. Write-only: values are encrypted and never shown again.")
-    env_unset = forms.MultipleChoiceField(required=False, label="Unset env variables",
-                                          widget=forms.CheckboxSelectMultiple)
+class SecureCLIBinaryForm(SealedEnvForm):
+    """The definition plus write-only env changes (see SealedEnvForm), checked as the service checks it."""
 
     class Meta:
         model = SecureCLIBinary
         fields = list(svc.EDITABLE)
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.fields["env_unset"].choices = [(name, name) for name in (self.instance.env_names or [])]
-
-    def env_changes(self) -> dict[str, str | None]:
-        return getattr(self, "_env_changes", {})
-
     def clean(self):
         cleaned = super().clean()
-        changes: dict[str, str | None] = {name: None for name in cleaned.get("env_unset") or []}
-        for number, line in enumerate((cleaned.get("env_set") or "").splitlines(), 1):
-            if not line.strip():
-                continue
-            name, sep, value = line.partition("=")
-            if not sep:
-                self.add_error("env_set", f"line {number}: write NAME=value")  # never echo the line: it may be a value
-                continue
-            changes[name.strip()] = value
-        if problem := env_problems(changes, allow_unset=True):
-            self.add_error("env_set", problem)
-        self._env_changes = changes
         fields = {name: cleaned.get(name, getattr(self.instance, name, None)) for name in svc.EDITABLE}
         fields["tips"] = fields.get("tips") or ""
         fields["deny_args"] = fields.get("deny_args") or []

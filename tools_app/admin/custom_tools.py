@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-from django import forms
 from django.contrib import admin, messages
 from django.http import HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
@@ -15,7 +14,7 @@ from django.utils.html import format_html, format_html_join
 
 from goclaw.errors import ApplicationError
 from tools_app import pipeline
-from tools_app.admin.base import ServiceAdmin
+from tools_app.admin.base import SealedEnvForm, ServiceAdmin
 from tools_app.calls import ToolCall
 from tools_app.custom_tools import TemplateError, render_command, sample_arguments
 from tools_app.models import Agent, CustomTool
@@ -23,50 +22,17 @@ from tools_app.security.scrub import scrub_text
 from tools_app.services import custom_tools as svc
 
 
-class WriteOnlyTextarea(forms.Textarea):
-    """Never renders a value: a form shown again after an error must not echo the secrets typed into it."""
-
-    def format_value(self, value):
-        return None
-
-
-class CustomToolForm(forms.ModelForm):
-    """The definition plus write-only env changes: `env_set` takes NAME=value lines (never filled in again),
-    `env_unset` removes names. clean() runs the service's whole check, collisions included."""
-
-    env_set = forms.CharField(
-        required=False, label="Set env variables", widget=WriteOnlyTextarea(attrs={"rows": 3, "autocomplete": "off"}),
-        help_text="NAME=value, one per line. Write-only: values are encrypted and never shown again.")
-    env_unset = forms.MultipleChoiceField(required=False, label="Unset env variables",
-                                          widget=forms.CheckboxSelectMultiple)
+class CustomToolForm(SealedEnvForm):
+    """The definition plus write-only env changes (see SealedEnvForm); clean() runs the service's whole check,
+    collisions included."""
 
     class Meta:
         model = CustomTool
         fields = ["name", "description", "parameters", "command", "timeout_seconds", "working_dir", "agent", "enabled",
                   "group", "requires_approval", "always_require_approval"]
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.fields["env_unset"].choices = [(name, name) for name in (self.instance.env_names or [])]
-
-    def env_changes(self) -> dict[str, str | None]:
-        return getattr(self, "_env_changes", {})
-
     def clean(self):
         cleaned = super().clean()
-        changes: dict[str, str | None] = {name: None for name in cleaned.get("env_unset") or []}
-        for number, line in enumerate((cleaned.get("env_set") or "").splitlines(), 1):
-            if not line.strip():
-                continue
-            name, sep, value = line.partition("=")
-            if not sep:
-                self.add_error("env_set", f"line {number}: write NAME=value")  # never echo the line: it may be a value
-                continue
-            changes[name.strip()] = value
-        problem = svc.env_problems(changes, allow_unset=True)
-        if problem:
-            self.add_error("env_set", problem)
-        self._env_changes = changes
         fields = {name: cleaned.get(name, getattr(self.instance, name, None)) for name in svc.EDITABLE}
         fields["working_dir"] = fields.get("working_dir") or ""
         fields["group"] = fields.get("group") or "custom"

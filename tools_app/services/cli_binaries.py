@@ -20,7 +20,7 @@ from goclaw import crypto
 from goclaw.errors import Conflict, NotFound, ValidationError
 from tools_app.models import Agent, SecureCLIBinary
 from tools_app.models.cli_binaries import CLI_BINARY_MAX_TIMEOUT, CLI_BINARY_NAME_RE
-from tools_app.services.custom_tools import env_problems
+from tools_app.services.custom_tools import env_merged, env_problems
 from tools_app.services.policy import actor_name
 from tools_app.toolsets import tools_changed
 
@@ -263,13 +263,7 @@ def cli_binary_update(*, actor, binary: SecureCLIBinary, env: dict[str, str | No
     for name, value in changes.items():
         setattr(row, name, value)
     if env:
-        current = cli_binary_env(row)
-        for key, value in env.items():
-            if value is None:
-                current.pop(key, None)
-            else:
-                current[key] = value
-        _seal_env(row, current)
+        _seal_env(row, env_merged(cli_binary_env(row), env))
     row.save()
     tools_changed()
     logger.info("credentialed binary %s (id %s) updated by %s: %s%s", row.name, row.pk, actor_name(actor),

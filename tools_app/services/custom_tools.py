@@ -113,6 +113,17 @@ def _valid_name(name: Any) -> bool:
     return isinstance(name, str) and re.match(CUSTOM_TOOL_NAME_RE, name) is not None
 
 
+def env_merged(current: dict[str, str], changes: dict[str, str | None]) -> dict[str, str]:
+    """`current` with `changes` applied: a value sets a variable, None removes it, others are kept."""
+    merged = dict(current)
+    for key, value in changes.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    return merged
+
+
 def env_problems(env: Any, *, allow_unset: bool) -> str | None:
     """What is wrong with an env mapping (names → string values; with `allow_unset`, null removes a name)."""
     if not isinstance(env, dict):
@@ -235,13 +246,7 @@ def custom_tool_update(*, actor, tool: CustomTool, env: dict[str, str | None] | 
     for name, value in changes.items():
         setattr(tool, name, value)
     if env:
-        current = _open_env(tool)
-        for key, value in env.items():
-            if value is None:
-                current.pop(key, None)
-            else:
-                current[key] = value
-        _seal_env(tool, current)
+        _seal_env(tool, env_merged(_open_env(tool), env))
     tool.save()
     tools_changed()
     logger.info("custom tool %s (id %s) updated by %s: %s%s", tool.name, tool.pk, actor_name(actor),
