@@ -55,6 +55,16 @@ def django_db_modify_db_settings(embedded_pg, django_db_modify_db_settings_paral
     settings.DATABASES["default"]["NAME"] = "goclaw"
 
 
+@pytest.fixture(autouse=True)
+def _fresh_generation_caches():
+    """A test's writes are rolled back without their counters moving back in this process: start each test with
+    empty per-process caches (catalogs, tool sets, registered binaries)."""
+    yield
+    from goclaw.generations import generation_caches_clear
+
+    generation_caches_clear()
+
+
 @pytest.fixture
 def agent(db):
     from tests.factories import make_agent

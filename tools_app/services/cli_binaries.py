@@ -20,9 +20,10 @@ from goclaw import crypto
 from goclaw.errors import Conflict, NotFound, ValidationError
 from tools_app.models import Agent, SecureCLIBinary
 from tools_app.models.cli_binaries import CLI_BINARY_MAX_TIMEOUT, CLI_BINARY_NAME_RE
+from goclaw.generations import generation_cache
 from tools_app.services.custom_tools import env_merged, env_problems
 from tools_app.services.policy import actor_name
-from tools_app.toolsets import tools_changed
+from tools_app.toolsets import TOOLSETS_CACHE, tools_changed
 
 logger = logging.getLogger("goclaw.credentialed_exec")
 
@@ -300,7 +301,12 @@ def cli_binaries_for_agent(agent: Any) -> list[SecureCLIBinary]:
 
 
 def registered_binaries() -> tuple[set[str], set[str]]:
-    """(names, paths) of every registered binary, enabled or not: only credentialed_exec may run them."""
+    """(names, paths) of every registered binary, enabled or not: only credentialed_exec may run them. Cached with
+    the tool sets (every write here bumps their generation), so a shell command costs no query."""
+    return generation_cache(TOOLSETS_CACHE).get(("registered_binaries",), _registered_binaries)
+
+
+def _registered_binaries() -> tuple[set[str], set[str]]:
     names, paths = set(), set()
     for name, path in SecureCLIBinary.objects.values_list("name", "path"):
         names.add(name)
