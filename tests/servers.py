@@ -131,3 +131,31 @@ class DaphneProcess:
         db = connection.settings_dict
         return {"default": {"BACKEND": "goclaw.channel_layer.FastGroupSendPostgresChannelLayer",
                             "CONFIG": {**{k: db[k] for k in ("NAME", "USER", "PASSWORD", "HOST", "PORT")}, "TIME_ZONE": None}}}
+
+
+# How stale another process may serve a tool set (goclaw.generations.CHECK_SECONDS is 0.5 s): the contract.
+PROPAGATION_SECONDS = 1.0
+
+
+class CatalogWatcher:
+    """Reads an agent's catalog from another goclaw process (`base` = its /api/v1 URL) and checks how fast a change
+    reaches it: any request that *started* later than PROPAGATION_SECONDS after the change must already see it."""
+
+    def __init__(self, base: str, token: str):
+        self.base, self.auth = base, {"Authorization": f"Bearer {token}"}
+
+    def names(self) -> set[str]:
+        import requests
+
+        response = requests.get(f"{self.base}/tools", headers=self.auth, timeout=10)
+        assert response.status_code == 200, response.text
+        return {tool["name"] for tool in response.json()["tools"]}
+
+    def wait_listed(self, name: str, present: bool) -> None:
+        changed = time.monotonic()
+        while True:
+            started = time.monotonic()
+            if (name in self.names()) == present:
+                return
+            assert started - changed < PROPAGATION_SECONDS, "the other process still served the old tool set"
+            time.sleep(0.02)

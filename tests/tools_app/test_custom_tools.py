@@ -7,7 +7,6 @@ import hashlib
 import io
 import json
 import logging
-import time
 
 import pytest
 import requests
@@ -17,7 +16,7 @@ from hypothesis import HealthCheck, given, settings as hsettings, strategies as 
 from goclaw import crypto, events
 from goclaw.errors import ValidationError
 from tests.factories import make_agent
-from tests.servers import DaphneProcess, free_port, up_env
+from tests.servers import CatalogWatcher, DaphneProcess, free_port, up_env
 from tools_app import pipeline
 from tools_app.base import ToolContext, ToolError
 from tools_app.calls import ToolCall
@@ -30,7 +29,6 @@ from tools_app.services.custom_tools import (CustomToolCollision, custom_tool_cr
 from tools_app.toolsets import toolset_for
 from tools_app.workspace import Workspace
 
-PROPAGATION_SECONDS = 1.0  # the contract: another process serves the change within a second
 SECRET = "planted-Secret-value-7f3a9c1e"
 ECHO_ARGS = "printf '%s\\0' {{.x}}"
 ONE_PARAM = {"type": "object", "properties": {"x": {"type": "string"}}, "required": ["x"]}
@@ -314,32 +312,21 @@ def test_a_custom_tool_saved_here_is_listed_and_callable_in_another_process_with
     env = up_env(tmp_path / "var", DATABASE_URL=DaphneProcess.database_url())
     server = DaphneProcess(env, free_port(), tmp_path / "daphne.log")
     base, auth = f"http://127.0.0.1:{server.port}/api/v1", {"Authorization": f"Bearer {plain}"}
+    catalog = CatalogWatcher(base, plain)
 
-    def names() -> set[str]:
-        response = requests.get(f"{base}/tools", headers=auth, timeout=10)
-        assert response.status_code == 200, response.text
-        return {tool["name"] for tool in response.json()["tools"]}
 
-    def seen_within_contract(expect_present: bool) -> None:
-        changed = time.monotonic()
-        while True:
-            started = time.monotonic()
-            if ("greet" in names()) == expect_present:
-                return
-            assert started - changed < PROPAGATION_SECONDS, "the other process still served the old tool set"
-            time.sleep(0.02)
 
     try:
         server.wait_listening()
-        assert "greet" not in names() and "exec" in names()  # the server has built (and cached) its tool set
+        assert "greet" not in catalog.names() and "exec" in catalog.names()  # built and cached there
         row = make(agent=agent, name="greet", parameters={"type": "object", "properties": {"who": {"type": "string"}}},
                    command="echo hello {{.who}}")
-        seen_within_contract(True)
+        catalog.wait_listed("greet", present=True)
         ran = requests.post(f"{base}/tools/execute", headers=auth, timeout=30,
                             json={"tool": "greet", "arguments": {"who": "daphne; id"}}).json()
         assert (ran["status"], ran["for_llm"]) == ("ok", "hello daphne; id\n[exit code 0]"), ran
         custom_tool_update(actor=None, tool=row, enabled=False)
-        seen_within_contract(False)
+        catalog.wait_listed("greet", present=False)
     finally:
         assert server.stop() == 0
 

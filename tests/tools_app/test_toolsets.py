@@ -1,21 +1,18 @@
 """Tool sets per agent, composed from tool sources, consistent across processes; per-instance tool metadata."""
 import json
-import time
 
 import pytest
 import requests
 from django.db import transaction
 
 from tests.factories import make_agent
-from tests.servers import DaphneProcess, free_port, up_env
+from tests.servers import CatalogWatcher, DaphneProcess, free_port, up_env
 from tests.tools_app.sources import FileToolSource, ReplyTool
 from tools_app import pipeline
 from tools_app.base import Tool
 from tools_app.services.agents import token_issue
 from tools_app.toolsets import ToolSource, tool_source_register, tool_source_unregister, tools_changed, toolset_for
 
-# How stale another process may serve a tool set (goclaw.generations.CHECK_SECONDS is 0.5 s): the contract.
-PROPAGATION_SECONDS = 1.0
 
 
 class PerUserSource(ToolSource):
@@ -132,30 +129,17 @@ def test_a_tool_added_by_a_source_is_visible_and_callable_in_another_process_wit
                  GOCLAW_TOOL_SOURCES="tests.tools_app.sources.FileToolSource")
     server = DaphneProcess(env, free_port(), tmp_path / "daphne.log")
     base, auth = f"http://127.0.0.1:{server.port}/api/v1", {"Authorization": f"Bearer {plain}"}
+    catalog = CatalogWatcher(base, plain)
 
-    def names() -> set[str]:
-        response = requests.get(f"{base}/tools", headers=auth, timeout=10)
-        assert response.status_code == 200, response.text
-        return {tool["name"] for tool in response.json()["tools"]}
 
-    def seen_within_contract(expect_present: bool) -> None:
-        """Poll until the tool is (or is no longer) listed; any request that *started* later than the contract
-        after the change must already see it."""
-        changed = time.monotonic()
-        while True:
-            started = time.monotonic()
-            if ("fresh_tool" in names()) == expect_present:
-                return
-            assert started - changed < PROPAGATION_SECONDS, "the other process still served the old tool set"
-            time.sleep(0.02)
 
     try:
         server.wait_listening()
-        assert "fresh_tool" not in names() and "datetime" in names()  # the server has built (and cached) its tool set
+        assert "fresh_tool" not in catalog.names() and "datetime" in catalog.names()  # built and cached there
         listing.write_text(json.dumps([{"name": "fresh_tool", "description": "just listed", "reply": "fresh"}]))
         with transaction.atomic():
             tools_changed()
-        seen_within_contract(True)
+        catalog.wait_listed("fresh_tool", present=True)
         ran = requests.post(f"{base}/tools/execute", headers=auth, timeout=10,
                             json={"tool": "fresh_tool", "arguments": {"who": "daphne"}}).json()
         assert (ran["status"], ran["for_llm"]) == ("ok", "fresh (daphne)")
@@ -163,7 +147,7 @@ def test_a_tool_added_by_a_source_is_visible_and_callable_in_another_process_wit
         listing.write_text("[]")
         with transaction.atomic():
             tools_changed()
-        seen_within_contract(False)
+        catalog.wait_listed("fresh_tool", present=False)
         gone = requests.post(f"{base}/tools/execute", headers=auth, timeout=10, json={"tool": "fresh_tool"}).json()
         assert gone["status"] == "denied"
     finally:

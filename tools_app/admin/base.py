@@ -30,6 +30,29 @@ class ServiceAdmin(admin.ModelAdmin):
         self.delete_with_service(request, queryset)
 
 
+class SealedEnvAdmin(ServiceAdmin):
+    """A ServiceAdmin for rows with a sealed env edited through a SealedEnvForm: the form's fields and env changes go
+    to the model's create / update service (named by `create_row` / `update_row`); a new row takes only set values."""
+
+    editable: tuple[str, ...] = ()
+
+    def create_row(self, actor, env: dict[str, str], fields: dict) -> Model:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def update_row(self, actor, row: Model, env: dict[str, str | None] | None, fields: dict) -> Model:  # pragma: no cover
+        raise NotImplementedError
+
+    def save_model(self, request, obj, form, change):
+        fields = {name: form.cleaned_data[name] for name in self.editable if name in form.cleaned_data}
+        env = form.env_changes()
+        if change:
+            row = self.update_row(request.user, obj, env or None, fields)
+        else:
+            row = self.create_row(request.user, {k: v for k, v in env.items() if v is not None}, fields)
+        obj.pk = row.pk
+        obj._state.adding = False
+
+
 class CheckedForm(forms.ModelForm):
     """Runs the service's spec check in clean(), so a malformed list is a form error rather than a failed save
     (the service repeats the check for every other caller)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.utils.html import format_html_join
 
-from tools_app.admin.base import SealedEnvForm, ServiceAdmin
+from tools_app.admin.base import SealedEnvAdmin, SealedEnvForm
 from tools_app.models import SecureCLIBinary
 from tools_app.services import cli_binaries as svc
 
@@ -31,7 +31,7 @@ class SecureCLIBinaryForm(SealedEnvForm):
 
 
 @admin.register(SecureCLIBinary)
-class SecureCLIBinaryAdmin(ServiceAdmin):
+class SecureCLIBinaryAdmin(SealedEnvAdmin):
     form = SecureCLIBinaryForm
     list_display = ["name", "path", "agent", "enabled", "timeout_seconds", "env_status", "env_changed_at"]
     list_filter = ["enabled", "agent"]
@@ -52,16 +52,13 @@ class SecureCLIBinaryAdmin(ServiceAdmin):
             return "none set"
         return format_html_join(", ", "{} (set)", ((name,) for name in names))
 
-    def save_model(self, request, obj, form, change):
-        fields = {name: form.cleaned_data[name] for name in svc.EDITABLE if name in form.cleaned_data}
-        env = form.env_changes()
-        if change:
-            row = svc.cli_binary_update(actor=request.user, binary=obj, env=env or None, **fields)
-        else:
-            row = svc.cli_binary_create(actor=request.user, env={k: v for k, v in env.items() if v is not None},
-                                        **fields)
-        obj.pk = row.pk
-        obj._state.adding = False
+    editable = svc.EDITABLE
+
+    def create_row(self, actor, env, fields):
+        return svc.cli_binary_create(actor=actor, env=env, **fields)
+
+    def update_row(self, actor, row, env, fields):
+        return svc.cli_binary_update(actor=actor, binary=row, env=env, **fields)
 
     def delete_with_service(self, request, queryset):
         for row in queryset:

@@ -14,7 +14,7 @@ from django.utils.html import format_html, format_html_join
 
 from goclaw.errors import ApplicationError
 from tools_app import pipeline
-from tools_app.admin.base import SealedEnvForm, ServiceAdmin
+from tools_app.admin.base import SealedEnvAdmin, SealedEnvForm
 from tools_app.calls import ToolCall
 from tools_app.custom_tools import TemplateError, render_command, sample_arguments
 from tools_app.models import Agent, CustomTool
@@ -48,7 +48,7 @@ class CustomToolForm(SealedEnvForm):
 
 
 @admin.register(CustomTool)
-class CustomToolAdmin(ServiceAdmin):
+class CustomToolAdmin(SealedEnvAdmin):
     form = CustomToolForm
     list_display = ["name", "agent", "group", "enabled", "timeout_seconds", "env_status", "updated_at"]
     list_filter = ["enabled", "group", "agent"]
@@ -94,16 +94,13 @@ class CustomToolAdmin(ServiceAdmin):
                            reverse("admin:tools_app_customtool_try", args=[obj.pk]))
 
     # --- writes through the services ------------------------------------------------------------------------------
-    def save_model(self, request, obj, form, change):
-        fields = {name: form.cleaned_data[name] for name in svc.EDITABLE if name in form.cleaned_data}
-        env = form.env_changes()
-        if change:
-            tool = svc.custom_tool_update(actor=request.user, tool=obj, env=env or None, **fields)
-        else:
-            tool = svc.custom_tool_create(actor=request.user, env={k: v for k, v in env.items() if v is not None},
-                                          **fields)
-        obj.pk = tool.pk
-        obj._state.adding = False
+    editable = svc.EDITABLE
+
+    def create_row(self, actor, env, fields):
+        return svc.custom_tool_create(actor=actor, env=env, **fields)
+
+    def update_row(self, actor, row, env, fields):
+        return svc.custom_tool_update(actor=actor, tool=row, env=env, **fields)
 
     def delete_with_service(self, request, queryset):
         for tool in queryset:
