@@ -3,3 +3,49 @@ from django.apps import AppConfig
 
 class McpAppConfig(AppConfig):
     name = "mcp_app"
+    verbose_name = "MCP"
+
+    def ready(self) -> None:
+        _contribute_to_platform()
+        _register_encrypted_fields()
+        _connect_bridge()
+
+        from mcp_app.source import MCPToolSource
+        from tools_app.toolsets import tool_source_register
+
+        tool_source_register(MCPToolSource())  # every agent's granted, usable MCP tools
+
+
+def _contribute_to_platform() -> None:
+    """Staff may watch MCP events live (`mcp`: access requests, reviews, tool changes, server health); the worker
+    checks every enabled server's health on a schedule (docs/mcp.md, "Health")."""
+    from goclaw.realtime import websocket_staff_group_register
+    from goclaw.services import schedule_register
+
+    websocket_staff_group_register(r"mcp")
+    schedule_register("mcp health sweep", "mcp_app.tasks.health_sweep", "* * * * * */30")  # every 30 s
+
+
+def _register_encrypted_fields() -> None:
+    """Server headers and env, agent grants' config_overrides and users' own credentials are sealed bound to their
+    row: `rotate_encryption_key` re-seals them."""
+    from goclaw.secrets import encrypted_field_register
+    from mcp_app.models import MCPAgentGrant, MCPServer, MCPUserGrant
+    from mcp_app.services.grants import credentials_seal_context, overrides_seal_context
+    from mcp_app.services.servers import seal_context
+
+    encrypted_field_register(MCPServer, "headers_sealed", associated_data=lambda row: seal_context(row.pk, "headers"))
+    encrypted_field_register(MCPServer, "env_sealed", associated_data=lambda row: seal_context(row.pk, "env"))
+    encrypted_field_register(MCPAgentGrant, "overrides_sealed", associated_data=lambda row: overrides_seal_context(row.pk))
+    encrypted_field_register(MCPUserGrant, "credentials_sealed",
+                             associated_data=lambda row: credentials_seal_context(row.pk))
+
+
+def _connect_bridge() -> None:
+    """The connection manager of this process reports listings and health; the services record them."""
+    from mcp_app import bridge
+    from mcp_app.services.connections import health_observed, listing_observed
+
+    if hasattr(bridge, "health_listeners"):  # TEMP until the bridge lands
+        bridge.health_listeners[:] = [health_observed]
+        bridge.listing_listeners[:] = [listing_observed]

@@ -30,6 +30,8 @@ class ToolSource:
     name = "source"
     # Tool names this source may contribute whatever its data (a name no other source may take, e.g. a custom tool).
     reserved_names: frozenset[str] = frozenset()
+    # Name prefixes only this source may use whatever its data (MCP tools: `mcp_`).
+    reserved_prefixes: tuple[str, ...] = ()
 
     def tools_for(self, agent: Any, user_id: str) -> Iterable[Tool]:  # pragma: no cover - abstract
         return ()
@@ -74,6 +76,11 @@ def tool_sources() -> list[ToolSource]:
 def reserved_tool_names() -> frozenset[str]:
     """Every name a registered source reserves: a custom tool (or any tool defined in data) may not take one."""
     return frozenset().union(*(source.reserved_names for source in tool_sources()))
+
+
+def reserved_tool_prefixes() -> tuple[str, ...]:
+    """Every name prefix a registered source reserves (a custom tool may not start with one)."""
+    return tuple(prefix for source in tool_sources() for prefix in source.reserved_prefixes)
 
 
 def tools_changed() -> None:

@@ -19,7 +19,7 @@ from tools_app.custom_tools import env_seal_context, template_problems
 from tools_app.models import Agent, CustomTool
 from tools_app.models.custom_tools import CUSTOM_TOOL_DEFAULT_TIMEOUT, CUSTOM_TOOL_MAX_TIMEOUT, CUSTOM_TOOL_NAME_RE
 from tools_app.services.policy import actor_name
-from tools_app.toolsets import reserved_tool_names, tools_changed
+from tools_app.toolsets import reserved_tool_names, reserved_tool_prefixes, tools_changed
 
 logger = logging.getLogger("goclaw.custom_tools")
 
@@ -149,6 +149,9 @@ def _collision(name: str, agent: Agent | None, exclude_pk: Any) -> str | None:
         return f"{name} is a built-in tool" + (f" (alias of {existing.name})" if existing.name != name else "")
     if name in reserved_tool_names():
         return f"{name} is a tool goclaw provides"
+    prefix = next((p for p in reserved_tool_prefixes() if name.startswith(p)), None)
+    if prefix:
+        return f"names starting with {prefix} are reserved for another tool source"
     clash = CustomTool.objects.filter(name=name).exclude(pk=exclude_pk)
     if agent is not None:
         clash = clash.filter(Q(agent__isnull=True) | Q(agent=agent))

@@ -1,0 +1,30 @@
+"""The launchers a stdio MCP server may start with, out of the box (people edit the list in the admin). The denied
+arguments are the ones that make the launcher run code given on the command line instead of a server package."""
+from django.db import migrations
+
+DEFAULT_LAUNCHERS = [
+    ("python3", "Python", ["-c"]),
+    ("python", "Python", ["-c"]),
+    ("node", "Node.js", ["-e", "--eval", "-p", "--print", "-r", "--require", "--import", "--experimental-loader",
+                         "--loader"]),
+    ("npx", "npm package runner", ["-c", "--call"]),
+    ("uvx", "uv tool runner", []),
+    ("uv", "uv (uv run …)", []),
+    ("deno", "Deno", ["eval"]),
+    ("bun", "Bun", ["-e", "--eval", "-p", "--print"]),
+]
+
+
+def add_launchers(apps, schema_editor):
+    MCPLauncher = apps.get_model("mcp_app", "MCPLauncher")
+    for command, description, denied in DEFAULT_LAUNCHERS:
+        MCPLauncher.objects.get_or_create(command=command, defaults={"description": description, "denied_args": denied})
+
+
+def remove_launchers(apps, schema_editor):
+    apps.get_model("mcp_app", "MCPLauncher").objects.filter(command__in=[c for c, _, _ in DEFAULT_LAUNCHERS]).delete()
+
+
+class Migration(migrations.Migration):
+    dependencies = [("mcp_app", "0001_servers_tools_grants_access_requests")]
+    operations = [migrations.RunPython(add_launchers, remove_launchers)]

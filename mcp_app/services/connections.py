@@ -1,0 +1,157 @@
+"""Connecting to MCP servers on a caller's behalf (docs/mcp.md, "Bridge"): the connection settings of one caller,
+and the orchestrators that talk to a server — test connection, refresh the tool listing, reconnect. These do network
+or process I/O, so they run *outside* any transaction and compose the short atomic services of `servers` / `tools`.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from mcp_app.choices import Transport
+from mcp_app.config import BridgeError, ServerConfig, ToolDefinition
+from mcp_app.models import MCPAgentGrant, MCPServer, MCPUserGrant
+from mcp_app.selectors import mcp_access_for, mcp_tool_get
+from mcp_app.services.grants import agent_grant_overrides, user_grant_credentials
+from mcp_app.services.servers import server_health_record, server_secrets
+
+logger = logging.getLogger("goclaw.mcp")
+
+
+# --- one caller's connection settings ----------------------------------------------------------------------------
+def _work_dir(server: MCPServer) -> Path:
+    base = Path(getattr(settings, "MCP_WORK_DIR", settings.DATA_DIR / "mcp"))
+    return base / server.name
+
+
+def _sandbox_for(server: MCPServer) -> Any:
+    """The SandboxSpec a stdio server runs in (None: on the host, for a profile with the sandbox off)."""
+    from sandbox_app.selectors import sandbox_profile_get
+
+    profile = sandbox_profile_get(server.sandbox_profile_id)
+    return profile.spec() if profile.sandboxed else None
+
+
+def server_config(server: MCPServer, *, agent_grant: MCPAgentGrant | None = None,
+                  user_grant: MCPUserGrant | None = None) -> ServerConfig:
+    """How to connect for one caller: the server's settings, then the agent grant's `config_overrides` (env and
+    headers merged over the server's, args_suffix appended, timeout replaced), then the user grant's credentials
+    (headers and env merged last, so a user's own token wins). The config's key covers all of it."""
+    headers, env = server_secrets(server)
+    own_args = list(server.args or [])
+    args, timeout, owner = list(own_args), float(server.timeout_seconds), ""
+    if agent_grant is not None:
+        overrides = agent_grant_overrides(agent_grant)
+        if overrides:
+            headers.update(overrides.get("headers") or {})
+            env.update(overrides.get("env") or {})
+            args += list(overrides.get("args_suffix") or [])
+            timeout = float(overrides.get("timeout") or timeout)
+            owner = f"agent:{agent_grant.agent_id}"
+    if user_grant is not None:
+        credentials = user_grant_credentials(user_grant)
+        if credentials.get("headers") or credentials.get("env"):
+            headers.update(credentials.get("headers") or {})
+            env.update(credentials.get("env") or {})
+            owner = f"user:{user_grant.pk}"
+    stdio = server.transport == Transport.STDIO
+    return ServerConfig(
+        server_id=server.pk, name=server.name, transport=server.transport, command=server.command,
+        args=tuple(args), url=server.url, headers=tuple(sorted(headers.items())), env=tuple(sorted(env.items())),
+        timeout=timeout, allow_private_network=server.allow_private_network,
+        sandbox=_sandbox_for(server) if stdio else None, workdir=str(_work_dir(server)) if stdio else "",
+        credentials_of=owner, own_args=len(own_args),
+    )
+
+
+def server_launch_hash(server: MCPServer) -> str:
+    """The launch part of the server's pinned tool hashes (stdio: command + args; '' otherwise)."""
+    return ServerConfig(server_id=server.pk, name=server.name, transport=server.transport, command=server.command,
+                        args=tuple(server.args or ())).launch_hash
+
+
+class MCPCallRefused(Exception):
+    """A call to an MCP tool is not allowed right now; the message says why, for the model and the audit."""
+
+
+def mcp_call_target(agent_id: int, user_id: str, server_id: int, tool_name: str) -> ServerConfig:
+    """The call-time re-check of a bridged call (grants, expiry, the tool's pinned definition) and the settings to
+    connect with for this caller — this user's credentials, never another's. Raises MCPCallRefused."""
+    from mcp_app.services.tools import mcp_tool_refusal
+
+    access = mcp_access_for(agent_id, user_id, server_id=server_id)
+    if not access:
+        raise MCPCallRefused("access to this MCP server is not granted (or no longer) for this agent and user; "
+                             "ask for it with POST /api/v1/mcp/access-requests")
+    if not access[0].allows(tool_name):
+        raise MCPCallRefused(f"the grant for this MCP server does not include the tool {tool_name}")
+    refusal = mcp_tool_refusal(mcp_tool_get(server_id, tool_name))
+    if refusal:
+        raise MCPCallRefused(refusal)
+    return server_config(access[0].server, agent_grant=access[0].agent_grant, user_grant=access[0].credential_grant)
+
+
+# --- talking to a server (I/O: never inside a transaction) --------------------------------------------------------
+def _sync(config: ServerConfig, definitions: list[ToolDefinition]) -> dict[str, list[str]]:
+    from mcp_app.services.tools import server_tools_sync
+
+    return server_tools_sync(server_id=config.server_id, definitions=definitions, launch_hash=config.launch_hash)
+
+
+def server_tools_refresh(server: MCPServer) -> dict[str, Any]:
+    """List the server's tools now (with its own settings) and pin / quarantine them. Returns {"ok", "tools",
+    "changes", "error"}: the admin's "test connection" and the API show it as is."""
+    from mcp_app.bridge import bridge_list_tools
+
+    config = server_config(server)
+    try:
+        definitions = bridge_list_tools(config)
+    except BridgeError as exc:
+        server_health_record(server.pk, {"ok": False, "error": str(exc), "state": "disconnected"})
+        return {"ok": False, "tools": [], "changes": {}, "error": str(exc), "code": exc.code}
+    changes = _sync(config, definitions)
+    server_health_record(server.pk, {"ok": True, "state": "connected"})
+    return {"ok": True, "tools": [d.name for d in definitions], "changes": changes, "error": "", "code": ""}
+
+
+def server_reconnect(server: MCPServer) -> dict[str, Any]:
+    """Drop this process's connections to the server (ending any reconnect cooldown) and connect again now."""
+    from mcp_app.bridge import bridge_reconnect
+
+    bridge_reconnect(server.pk)
+    return server_tools_refresh(server)
+
+
+def listing_observed(config: ServerConfig, definitions: list[ToolDefinition]) -> None:
+    """Connection managers call this after every tools/list (a (re)connect, a list_changed notification)."""
+    try:
+        _sync(config, definitions)
+    except Exception:  # a listener never breaks the manager; the next listing tries again
+        logger.exception("MCP server %s: could not record its tool listing", config.name)
+
+
+def health_observed(server_id: int, report: dict[str, Any]) -> None:
+    """Connection managers call this on every health change of a connection."""
+    try:
+        server_health_record(server_id, report)
+    except Exception:
+        logger.exception("MCP server %s: could not record its health", server_id)
+
+
+def servers_health_check() -> dict[str, str]:
+    """Ping every enabled server with its own settings (the worker's schedule). Returns server → state."""
+    from mcp_app.bridge import bridge_ping
+
+    states: dict[str, str] = {}
+    for server in MCPServer.objects.filter(enabled=True).select_related("sandbox_profile"):
+        try:
+            bridge_ping(server_config(server))
+            states[server.name] = "connected"
+        except BridgeError as exc:
+            states[server.name] = exc.code
+        except Exception as exc:  # one broken server must not stop the sweep
+            logger.exception("MCP server %s: health check failed", server.name)
+            states[server.name] = f"error: {type(exc).__name__}"
+    return states

@@ -1,0 +1,292 @@
+"""Writes to MCP servers and launchers (docs/mcp.md): create, update, delete — every write checks the whole server
+(launcher allowlist, argv, URL reachability rules, headers, env), seals headers and env bound to the row, and bumps
+the tool-set generation in its transaction. Also the health fields the connection managers report."""
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from goclaw import crypto
+from goclaw.errors import Conflict, NotFound, ValidationError
+from goclaw.events import publish
+from mcp_app.choices import HealthState, Transport
+from mcp_app.models import MAX_TIMEOUT, SERVER_NAME_RE, MCPLauncher, MCPServer
+from mcp_app.netcheck import url_problem
+from tools_app.services.custom_tools import env_merged, env_problems
+from tools_app.services.policy import actor_name as _user_name
+from tools_app.toolsets import tools_changed
+
+logger = logging.getLogger("goclaw.mcp")
+
+MCP_EVENTS_GROUP = "mcp"
+
+
+def actor_name(actor: Any) -> str:
+    """Who did it: a person's username, an agent as `agent:<key>` (passed as a string), or "system"."""
+    return actor if isinstance(actor, str) and actor else _user_name(actor)
+PREFIX_RE = re.compile(r"^mcp_[a-z0-9_]{0,44}\Z")
+HEADER_NAME_RE = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}\Z")
+# Headers the transport itself owns: a server (or a grant, or a user's credentials) may not set them.
+RESERVED_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection", "mcp-session-id",
+                              "mcp-protocol-version", "content-type", "accept", "upgrade", "te", "trailer"})
+MAX_ARGS, MAX_ARG_CHARS = 64, 4096
+EDITABLE = ("display_name", "transport", "command", "args", "url", "allow_private_network", "tool_prefix",
+            "timeout_seconds", "enabled", "sandbox_profile", "review_new_tools")
+
+
+class MCPServerInvalid(ValidationError):
+    code = "mcp_server_invalid"
+
+
+class MCPServerExists(Conflict):
+    code = "mcp_server_exists"
+
+
+# --- validation ----------------------------------------------------------------------------------------------------
+def headers_problems(headers: Any, *, allow_unset: bool) -> str | None:
+    """What is wrong with a header mapping (names → string values; with `allow_unset`, null removes a header)."""
+    if not isinstance(headers, dict):
+        return "must be an object of header names to string values"
+    for name, value in headers.items():
+        if not isinstance(name, str) or not HEADER_NAME_RE.fullmatch(name):
+            return f"{str(name)[:80]!r} is not a valid header name"
+        if name.lower() in RESERVED_HEADERS:
+            return f"{name} is set by the transport itself"
+        if value is None and allow_unset:
+            continue
+        if not isinstance(value, str):
+            return f"the value of {name} must be a string"
+        if any(ch in value for ch in "\r\n\x00"):
+            return f"the value of {name} must not contain line breaks or NUL"  # never echo the value
+    return None
+
+
+def _denied_arg(arg: str, denied: list[str]) -> str | None:
+    """The denied launcher flag `arg` uses: the flag itself, `--flag=…`, or a short flag inside a cluster such as
+    `-Ic` / `-cCODE` (for one-letter flags). Whole-argument matching: `mcp-remote` is not `-r`."""
+    for flag in denied:
+        if arg == flag or (flag.startswith("--") and arg.startswith(flag + "=")):
+            return flag
+        if len(flag) == 2 and flag[0] == "-" and flag[1] != "-" and arg.startswith("-") and not arg.startswith("--"):
+            if flag[1] in arg[1:]:
+                return flag
+        if not flag.startswith("-") and arg == flag:  # a subcommand (deno eval)
+            return flag
+    return None
+
+
+def launcher_problem(command: str, args: list[str]) -> str | None:
+    launcher = MCPLauncher.objects.filter(command=command, enabled=True).first()
+    if launcher is None:
+        return f"{command!r} is not an allowed launcher (add it under MCP launchers)"
+    for arg in args:
+        flag = _denied_arg(arg, list(launcher.denied_args or []))
+        if flag:
+            return f"the argument {arg[:60]!r} uses {flag}, which runs inline code with {command}; start a server package or script instead"
+    return None
+
+
+def server_problems(data: dict[str, Any]) -> dict[str, str]:
+    """Every problem with a complete server definition (field → message)."""
+    problems: dict[str, str] = {}
+    name = data.get("name")
+    if not isinstance(name, str) or not re.match(SERVER_NAME_RE, name):
+        problems["name"] = "lower-case letters, digits, - and _, starting with a letter or digit (at most 48)"
+    transport = data.get("transport")
+    if transport not in Transport.values:
+        problems["transport"] = f"one of {', '.join(Transport.values)}"
+    command, args, url = data.get("command") or "", data.get("args") or [], data.get("url") or ""
+    if not isinstance(args, list) or len(args) > MAX_ARGS or not all(
+            isinstance(a, str) and "\x00" not in a and len(a) <= MAX_ARG_CHARS for a in args):
+        problems["args"] = f"a list of at most {MAX_ARGS} strings (an argv, never a shell string)"
+    if transport == Transport.STDIO:
+        if not isinstance(command, str) or not command:
+            problems["command"] = "a stdio server needs a command (an allowed launcher)"
+        elif any(ch in command for ch in "\x00\r\n") or "/" in command and not command.startswith("/"):
+            problems["command"] = "a bare program name or an absolute path"
+        elif "args" not in problems and (why := launcher_problem(command, args)):
+            problems["command" if "not an allowed" in why else "args"] = why
+        if url:
+            problems["url"] = "a stdio server has no URL"
+    elif transport in Transport.values:
+        if command or args:
+            problems["command"] = "only stdio servers have a command and arguments"
+        if not url:
+            problems["url"] = f"a {transport} server needs a URL"
+        elif len(url) > 2000 or (why := url_problem(url, allow_private=bool(data.get("allow_private_network")))):
+            problems["url"] = why if len(url) <= 2000 else "at most 2000 characters"
+        if data.get("sandbox_profile") is not None:
+            problems["sandbox_profile"] = "only stdio servers run in a sandbox profile"
+    prefix = data.get("tool_prefix") or ""
+    if prefix and not PREFIX_RE.fullmatch(prefix):
+        problems["tool_prefix"] = "starts with mcp_, then lower-case letters, digits and _ (at most 48)"
+    timeout = data.get("timeout_seconds")
+    if isinstance(timeout, bool) or not isinstance(timeout, int) or not 1 <= timeout <= MAX_TIMEOUT:
+        problems["timeout_seconds"] = f"a whole number of seconds from 1 to {MAX_TIMEOUT}"
+    for flag in ("enabled", "allow_private_network", "review_new_tools"):
+        if not isinstance(data.get(flag), bool):
+            problems[flag] = "true or false"
+    if not isinstance(data.get("display_name", ""), str) or len(data.get("display_name", "")) > 200:
+        problems["display_name"] = "a string of at most 200 characters"
+    return problems
+
+
+def _raise_problems(problems: dict[str, str]) -> None:
+    if problems:
+        field, message = next(iter(problems.items()))
+        raise MCPServerInvalid(f"{field}: {message}", details=problems)
+
+
+def _prefix_taken(prefix: str, exclude_pk: Any) -> bool:
+    return any(s.prefix == prefix for s in MCPServer.objects.exclude(pk=exclude_pk).only("name", "tool_prefix"))
+
+
+# --- sealed headers and env ----------------------------------------------------------------------------------------
+def seal_context(pk: Any, what: str) -> str:
+    return f"mcp-server:{pk}:{what}"
+
+
+def _open(token: str, context: str) -> dict[str, str]:
+    return crypto.decrypt_json(token, associated_data=context) if token else {}
+
+
+def server_secrets(server: MCPServer) -> tuple[dict[str, str], dict[str, str]]:
+    """(headers, env) in clear: only the connection code may call this."""
+    return (_open(server.headers_sealed, seal_context(server.pk, "headers")),
+            _open(server.env_sealed, seal_context(server.pk, "env")))
+
+
+def _seal(server: MCPServer, *, headers: dict | None, env: dict | None) -> None:
+    current_headers, current_env = server_secrets(server)
+    if headers is not None:
+        merged = env_merged(current_headers, headers)
+        server.headers_sealed = crypto.encrypt_json(merged, associated_data=seal_context(server.pk, "headers")) if merged else ""
+        server.headers_names = sorted(merged)
+    if env is not None:
+        merged = env_merged(current_env, env)
+        server.env_sealed = crypto.encrypt_json(merged, associated_data=seal_context(server.pk, "env")) if merged else ""
+        server.env_names = sorted(merged)
+
+
+def _check_secrets(headers: Any, env: Any, *, allow_unset: bool) -> None:
+    if headers is not None and (problem := headers_problems(headers, allow_unset=allow_unset)):
+        raise MCPServerInvalid(f"headers: {problem}", details={"headers": problem})
+    if env is not None and (problem := env_problems(env, allow_unset=allow_unset)):
+        raise MCPServerInvalid(f"env: {problem}", details={"env": problem})
+
+
+# --- writes --------------------------------------------------------------------------------------------------------
+def _defaults() -> dict[str, Any]:
+    return {"display_name": "", "command": "", "args": [], "url": "", "allow_private_network": False,
+            "tool_prefix": "", "timeout_seconds": 60, "enabled": True, "sandbox_profile": None,
+            "review_new_tools": True}
+
+
+@transaction.atomic
+def server_create(*, actor, name: str, headers: dict | None = None, env: dict | None = None,
+                  **fields: Any) -> MCPServer:
+    """A new MCP server, checked whole. Its tools become visible once it is listed (test connection, or the first
+    use) and only to agents holding a grant."""
+    unknown = set(fields) - set(EDITABLE)
+    if unknown:
+        raise MCPServerInvalid(f"unknown field(s): {', '.join(sorted(unknown))}")
+    data = {**_defaults(), **fields, "name": name}
+    _raise_problems(server_problems(data))
+    _check_secrets(headers, env, allow_unset=False)
+    if MCPServer.objects.filter(name=name).exists():
+        raise MCPServerExists(f"an MCP server named {name} already exists")
+    server = MCPServer(created_by=actor_name(actor), **data)
+    if _prefix_taken(server.prefix, None):
+        raise MCPServerExists(f"another server already uses the tool prefix {server.prefix}")
+    server.save()
+    if headers or env:
+        _seal(server, headers=headers, env=env)
+        server.save(update_fields=["headers_sealed", "headers_names", "env_sealed", "env_names"])
+    tools_changed()
+    logger.info("MCP server %s created by %s", name, actor_name(actor))
+    return server
+
+
+@transaction.atomic
+def server_update(*, actor, server: MCPServer, headers: dict | None = None, env: dict | None = None,
+                  **changes: Any) -> MCPServer:
+    """Change some fields; `headers` / `env` set the given names (null removes one) and keep the rest. A changed
+    stdio command or args changes every tool's pinned hash: its tools are quarantined at the next listing."""
+    unknown = set(changes) - set(EDITABLE)
+    if unknown:
+        raise MCPServerInvalid(f"unknown field(s): {', '.join(sorted(unknown))}")
+    server = MCPServer.objects.select_for_update().get(pk=server.pk)
+    data = {field: getattr(server, field) for field in EDITABLE}
+    data.update(changes, name=server.name)
+    _raise_problems(server_problems(data))
+    _check_secrets(headers, env, allow_unset=True)
+    for field, value in changes.items():
+        setattr(server, field, value)
+    if _prefix_taken(server.prefix, server.pk):
+        raise MCPServerExists(f"another server already uses the tool prefix {server.prefix}")
+    if headers or env:
+        _seal(server, headers=headers, env=env)
+    server.save()
+    tools_changed()
+    logger.info("MCP server %s updated by %s: %s", server.name, actor_name(actor), ", ".join(sorted(changes)) or "-")
+    return server
+
+
+@transaction.atomic
+def server_delete(*, actor, server: MCPServer) -> None:
+    """Remove a server with its tools, grants and requests; every process drops its tools within a second."""
+    name = server.name
+    server.delete()
+    tools_changed()
+    logger.info("MCP server %s deleted by %s", name, actor_name(actor))
+
+
+def server_get(name: str) -> MCPServer:
+    server = MCPServer.objects.filter(name=name).first()
+    if server is None:
+        raise NotFound(f"no MCP server named {name}", code="mcp_server_not_found")
+    return server
+
+
+@transaction.atomic
+def launcher_set(*, actor, command: str, description: str = "", denied_args: list[str] | None = None,
+                 enabled: bool = True) -> MCPLauncher:
+    """Add or change an allowed launcher."""
+    if not command or any(ch in command for ch in "\x00\r\n ") or "/" in command and not command.startswith("/"):
+        raise ValidationError("a launcher is a bare program name or an absolute path", code="mcp_launcher_invalid")
+    if denied_args is not None and not (isinstance(denied_args, list) and all(isinstance(a, str) and a for a in denied_args)):
+        raise ValidationError("denied_args is a list of arguments", code="mcp_launcher_invalid")
+    launcher, _ = MCPLauncher.objects.update_or_create(
+        command=command, defaults={"description": description, "enabled": enabled,
+                                   **({"denied_args": denied_args} if denied_args is not None else {})})
+    logger.info("MCP launcher %s set by %s", command, actor_name(actor))
+    return launcher
+
+
+# --- health (written by the connection manager of any process) -----------------------------------------------------
+def server_health_record(server_id: int, report: dict[str, Any]) -> None:
+    """Store what a connection manager observed. `report`: ok, state, error, attempts, next_attempt_at. A state
+    change is published as `mcp.server_health`. Errors are stored scrubbed (they may quote a server's answer)."""
+    from tools_app.security.scrub import scrub_text
+
+    now = timezone.now()
+    state = report.get("state") or (HealthState.CONNECTED if report.get("ok") else HealthState.DISCONNECTED)
+    fields: dict[str, Any] = {"state": state, "last_checked_at": now, "attempts": int(report.get("attempts") or 0),
+                              "next_attempt_at": report.get("next_attempt_at")}
+    if report.get("ok"):
+        fields.update(last_ok_at=now, last_error="")
+    elif report.get("error"):
+        fields["last_error"] = scrub_text(str(report["error"]))[:2000]
+    with transaction.atomic():
+        previous = MCPServer.objects.filter(pk=server_id).values_list("state", flat=True).first()
+        if previous is None:
+            return
+        MCPServer.objects.filter(pk=server_id).update(**fields)
+        if previous != state:
+            name = MCPServer.objects.filter(pk=server_id).values_list("name", flat=True).first()
+            publish("mcp.server_health", {"server": name, "state": state, "previous": previous,
+                                          "error": fields.get("last_error", "")}, [MCP_EVENTS_GROUP])
