@@ -250,6 +250,15 @@ TOOL_SOURCES = env_list("GOCLAW_TOOL_SOURCES", [])
 TOOL_MAX_SUBAGENT_DEPTH = env_int("GOCLAW_MAX_SUBAGENT_DEPTH", 1, minimum=1, maximum=16)  # leaf deny applies at this depth
 TOOL_TOKEN_LAST_USED_INTERVAL = 60  # seconds between `last_used_at` writes for one token
 
+# --- MCP (docs/mcp.md) ----------------------------------------------------------------------------------
+MCP_WORK_DIR = env_path("GOCLAW_MCP_WORK_DIR", DATA_DIR / "mcp")  # stdio servers' working directories
+MCP_HEALTH_INTERVAL_SECONDS = env_int("GOCLAW_MCP_HEALTH_INTERVAL_SECONDS", 30, minimum=1, maximum=3600)
+MCP_RECONNECT_BASE_SECONDS = env_int("GOCLAW_MCP_RECONNECT_BASE_SECONDS", 2, minimum=1, maximum=600)
+MCP_RECONNECT_MAX_SECONDS = env_int("GOCLAW_MCP_RECONNECT_MAX_SECONDS", 60, minimum=1, maximum=3600)
+MCP_RECONNECT_MAX_ATTEMPTS = env_int("GOCLAW_MCP_RECONNECT_MAX_ATTEMPTS", 10, minimum=1, maximum=1000)
+MCP_RECONNECT_COOLDOWN_SECONDS = env_int("GOCLAW_MCP_RECONNECT_COOLDOWN_SECONDS", 300, minimum=1, maximum=86400)
+MCP_IDLE_SECONDS = env_int("GOCLAW_MCP_IDLE_SECONDS", 900, minimum=10, maximum=86400)  # idle connections closed
+
 # /healthz reuses one round of probes for this long (a burst of probes must not stall the request threads).
 HEALTH_CACHE_SECONDS = 0.0 if TESTING else float(env_int("GOCLAW_HEALTH_CACHE_SECONDS", 2, minimum=0, maximum=60))
 

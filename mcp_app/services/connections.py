@@ -79,14 +79,14 @@ class MCPCallRefused(Exception):
 def mcp_call_target(agent_id: int, user_id: str, server_id: int, tool_name: str) -> ServerConfig:
     """The call-time re-check of a bridged call (grants, expiry, the tool's pinned definition) and the settings to
     connect with for this caller — this user's credentials, never another's. Raises MCPCallRefused."""
-    from mcp_app.services.tools import mcp_tool_refusal
-
     access = mcp_access_for(agent_id, user_id, server_id=server_id)
     if not access:
         raise MCPCallRefused("access to this MCP server is not granted (or no longer) for this agent and user; "
                              "ask for it with POST /api/v1/mcp/access-requests")
     if not access[0].allows(tool_name):
         raise MCPCallRefused(f"the grant for this MCP server does not include the tool {tool_name}")
+    from mcp_app.services.tools import mcp_tool_refusal
+
     refusal = mcp_tool_refusal(mcp_tool_get(server_id, tool_name))
     if refusal:
         raise MCPCallRefused(refusal)
