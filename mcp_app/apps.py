@@ -43,9 +43,8 @@ def _register_encrypted_fields() -> None:
 
 def _connect_bridge() -> None:
     """The connection manager of this process reports listings and health; the services record them."""
-    from mcp_app import bridge
+    from mcp_app.bridge import hooks
     from mcp_app.services.connections import health_observed, listing_observed
 
-    if hasattr(bridge, "health_listeners"):  # TEMP until the bridge lands
-        bridge.health_listeners[:] = [health_observed]
-        bridge.listing_listeners[:] = [listing_observed]
+    hooks.health_listeners[:] = [health_observed]
+    hooks.listing_listeners[:] = [listing_observed]

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.db import connection
 
 from mcp_app.choices import Transport
 from mcp_app.config import BridgeError, ServerConfig, ToolDefinition
@@ -125,19 +126,25 @@ def server_reconnect(server: MCPServer) -> dict[str, Any]:
 
 
 def listing_observed(config: ServerConfig, definitions: list[ToolDefinition]) -> None:
-    """Connection managers call this after every tools/list (a (re)connect, a list_changed notification)."""
+    """Connection managers call this after every tools/list (a (re)connect, a list_changed notification), from a
+    thread of the loop's executor: the database connection is closed after use (that thread is no request's)."""
     try:
         _sync(config, definitions)
     except Exception:  # a listener never breaks the manager; the next listing tries again
         logger.exception("MCP server %s: could not record its tool listing", config.name)
+    finally:
+        connection.close()
 
 
 def health_observed(server_id: int, report: dict[str, Any]) -> None:
-    """Connection managers call this on every health change of a connection."""
+    """Connection managers call this on every health change of a connection (closing the database connection after
+    use, as `listing_observed`)."""
     try:
         server_health_record(server_id, report)
     except Exception:
         logger.exception("MCP server %s: could not record its health", server_id)
+    finally:
+        connection.close()
 
 
 def servers_health_check() -> dict[str, str]:

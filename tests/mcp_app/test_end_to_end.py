@@ -23,6 +23,9 @@ from tools_app.models import ToolInvocation
 from tools_app.services.agents import token_issue
 
 
+VENV = Path(sys.prefix)
+
+
 @pytest.fixture
 def stdio_mcp_server(tmp_path):
     """A stdio MCP server registered through the services: this interpreter allowed as a launcher, run in a
@@ -30,18 +33,18 @@ def stdio_mcp_server(tmp_path):
     from sandbox_app.models import SandboxProfile
 
     def make(name="local"):
-        launcher_set(actor="system", command=sys.executable, denied_args=["-c"])
-        profile = SandboxProfile.objects.create(name=f"mcp-{name}", ro_binds=[VENV, str(SERVER_SCRIPT.parent.parent.parent)])
-        server = server_create(actor="system", name=name, transport="stdio", command=sys.executable,
-                               args=[str(SERVER_SCRIPT), "--transport", "stdio"], sandbox_profile=profile)
+        # the system python3: the venv's interpreter may live where the sandbox user cannot reach (/root/.pyenv)
+        launcher_set(actor="system", command="/usr/bin/python3", denied_args=["-c"])
+        profile = SandboxProfile.objects.create(name=f"mcp-{name}", ro_binds=[str(VENV), str(SERVER_SCRIPT.parent.parent)])
+        site = next(VENV.glob("lib/python3*/site-packages"))
+        server = server_create(actor="system", name=name, transport="stdio", command="/usr/bin/python3",
+                               args=[str(SERVER_SCRIPT), "--transport", "stdio"], sandbox_profile=profile,
+                               env={"PYTHONPATH": str(site)})
         report = server_tools_refresh(server)
         assert report["ok"], report
         return server
 
     return make
-
-
-VENV = str(Path(sys.prefix))
 
 
 def register(srv, name="demo", **fields) -> MCPServer:
@@ -73,7 +76,7 @@ def test_a_granted_agent_calls_mcp_tools_through_the_pipeline(mcp_server, transp
     assert "image" in call(agent, "mcp_demo__picture").for_llm
     assert call(agent, "mcp_demo__net_probe", {"host": "127.0.0.1", "port": 1}).status == "denied"
     assert call(stranger, "mcp_demo__echo", {"text": "x"}).status == "denied"
-    assert ToolInvocation.objects.filter(agent=agent, tool_name="mcp_demo__echo", status="ok").count() == 1
+    assert ToolInvocation.objects.filter(agent_key=agent.key, tool_name="mcp_demo__echo", status="ok").count() == 1
 
 
 @pytest.mark.django_db(transaction=True)

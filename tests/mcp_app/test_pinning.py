@@ -263,8 +263,9 @@ def test_rejecting_the_pinned_definition_means_it_never_comes_back_by_itself():
     mcp_tool_reject(actor="reviewer", tool=tool(server, "read_file"))
     assert generation() > before
     server_tools_sync(server_id=server.pk, definitions=[with_description(READ, "v2")])
-    server_tools_sync(server_id=server.pk, definitions=[READ])
     assert tool(server, "read_file").status == "quarantined"
+    server_tools_sync(server_id=server.pk, definitions=[READ])
+    assert tool(server, "read_file").status == "rejected"  # the rejected definition, back after a detour
 
 
 def test_a_tool_missing_from_a_listing_is_marked_absent_and_comes_back_with_its_status():
