@@ -113,7 +113,37 @@ def concurrent_rate(call: Callable[[], object], threads: int, total: int) -> flo
 # >>> HOOK for the lead: add {"name": callable} here (e.g. the full-pipeline call of the MCP tool,
 # `lambda: pipeline.execute(call)`); each is timed like the bridged call and reported under "extra".
 def extra_figures(config) -> dict[str, Callable[[], object]]:
-    return {}
+    """The full pipeline (policy, hooks, rate limit, approval gate, call-time grant check, bridge, untrusted marking,
+    scrub, budget, audit INSERT, event) of the same echo, as a granted agent: server, tools and grant made through
+    the services in the benchmark database."""
+    from mcp_app.models import MCPServer
+    from mcp_app.services.connections import server_tools_refresh
+    from mcp_app.services.grants import agent_grant_set
+    from mcp_app.services.servers import server_create, server_update
+    from tools_app import pipeline
+    from tools_app.models import Agent
+    from tools_app.services.agents import agent_create, agent_update
+
+    server = MCPServer.objects.filter(name="bench-mcp").first()
+    if server is None:
+        server = server_create(actor="bench", name="bench-mcp", transport="streamable-http", url=config.url,
+                               allow_private_network=True)
+    else:
+        server = server_update(actor="bench", server=server, url=config.url, allow_private_network=True, enabled=True)
+    report = server_tools_refresh(server)
+    assert report["ok"], report
+    unlimited = {"rate_limit_per_hour": 1_000_000_000, "rate_limit_user_per_hour": 1_000_000_000,
+                 "rate_limit_agent_per_hour": 1_000_000_000}
+    agent = Agent.objects.filter(key="bench-mcp").first() or agent_create(key="bench-mcp")
+    agent = agent_update(agent=agent, other_config=unlimited)
+    agent_grant_set(actor="bench", server=server, agent=agent)
+    call = pipeline.ToolCall(agent=agent, tool="mcp_bench_mcp__echo", arguments={"text": "bench"}, session_key="bench")
+
+    def run() -> None:
+        outcome = pipeline.execute(call)
+        assert outcome.status == "ok", outcome.for_llm
+
+    return {"pipeline_execute_echo": run}
 # <<< HOOK
 
 
@@ -157,6 +187,8 @@ def main() -> None:
         "meets_target": overhead <= TARGET_P50_OVERHEAD_MS,
         "bridged_calls_per_second": {"threads": args.threads, "calls": args.concurrent_calls, "rate": round(rate, 1)},
         "extra": extra,
+        "pipeline_p50_overhead_over_direct_sdk_ms": (round(extra["pipeline_execute_echo"]["p50_ms"] - d["p50_ms"], 3)
+                                                     if "pipeline_execute_echo" in extra else None),
     })
 
 

@@ -30,6 +30,7 @@ class ServerConfig:
     # stdio: the sandbox the process runs in (sandbox_app.runs.SandboxSpec; None = the host) and its working dir
     sandbox: Any = None
     workdir: str = ""
+    limits: Any = None  # stdio in a sandbox: sandbox_app.runs.ExecLimits (processes, open files, file size)
     # whose credentials these are ("" = the server's own): part of the key, shown in logs instead of any secret
     credentials_of: str = ""
     # how many of `args` are the server's own (the rest is an agent grant's args_suffix); -1 = all
@@ -39,7 +40,7 @@ class ServerConfig:
     def key(self) -> str:
         """The connection's identity: a hash of every setting (secrets included, never stored or logged)."""
         data = json.dumps([self.server_id, self.transport, self.command, self.args, self.url, self.headers,
-                           self.env, self.allow_private_network, repr(self.sandbox), self.workdir,
+                           self.env, self.allow_private_network, repr(self.sandbox), repr(self.limits), self.workdir,
                            self.credentials_of], sort_keys=True, default=str)
         return hashlib.sha256(data.encode()).hexdigest()
 

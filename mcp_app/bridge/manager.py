@@ -414,7 +414,8 @@ class Connection:
                 workdir = Path(config.workdir) if config.workdir else None
                 if workdir is None:
                     raise SandboxError("a sandboxed stdio server needs a working directory")
-                argv, env = sandbox_stdio_command(argv=argv, spec=config.sandbox, workdir=workdir, env=env)
+                argv, env = sandbox_stdio_command(argv=argv, spec=config.sandbox, workdir=workdir, env=env,
+                                                  limits=config.limits)
                 if argv[:1] != [config.command]:
                     cwd = "/"
             elif config.sandbox is not None:

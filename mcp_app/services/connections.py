@@ -5,20 +5,25 @@ or process I/O, so they run *outside* any transaction and compose the short atom
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.db import connection
+from django.utils import timezone
 
+from goclaw.generations import generation_cache
 from mcp_app.choices import Transport
 from mcp_app.config import BridgeError, ServerConfig, ToolDefinition
 from mcp_app.models import MCPAgentGrant, MCPServer, MCPUserGrant
 from mcp_app.selectors import mcp_access_for, mcp_tool_get
 from mcp_app.services.grants import agent_grant_overrides, user_grant_credentials
 from mcp_app.services.servers import server_health_record, server_secrets
+from tools_app.toolsets import TOOLSETS_CACHE
 
 logger = logging.getLogger("goclaw.mcp")
+_targets = generation_cache(TOOLSETS_CACHE)  # call-time checks, valid while no tool source reports a change
 
 
 # --- one caller's connection settings ----------------------------------------------------------------------------
@@ -27,12 +32,18 @@ def _work_dir(server: MCPServer) -> Path:
     return base / server.name
 
 
-def _sandbox_for(server: MCPServer) -> Any:
-    """The SandboxSpec a stdio server runs in (None: on the host, for a profile with the sandbox off)."""
+def _sandbox_for(server: MCPServer) -> tuple[Any, Any]:
+    """(SandboxSpec, ExecLimits) a stdio server runs with; (None, None) on the host, for a profile with the sandbox
+    off. A server lives long: the profile's process, open-file and file-size limits apply, not its per-command CPU
+    seconds, and not its memory (as RLIMIT_AS it breaks runtimes that reserve address space, such as node)."""
     from sandbox_app.selectors import sandbox_profile_get
 
     profile = sandbox_profile_get(server.sandbox_profile_id)
-    return profile.spec() if profile.sandboxed else None
+    if not profile.sandboxed:
+        return None, None
+    limits = replace(profile.limits(timeout_seconds=3600, grace_seconds=3, max_output_bytes=1024 * 1024),
+                     cpu_seconds=0, memory_bytes=0)
+    return profile.spec(), limits
 
 
 def server_config(server: MCPServer, *, agent_grant: MCPAgentGrant | None = None,
@@ -58,11 +69,12 @@ def server_config(server: MCPServer, *, agent_grant: MCPAgentGrant | None = None
             env.update(credentials.get("env") or {})
             owner = f"user:{user_grant.pk}"
     stdio = server.transport == Transport.STDIO
+    sandbox, limits = _sandbox_for(server) if stdio else (None, None)
     return ServerConfig(
         server_id=server.pk, name=server.name, transport=server.transport, command=server.command,
         args=tuple(args), url=server.url, headers=tuple(sorted(headers.items())), env=tuple(sorted(env.items())),
         timeout=timeout, allow_private_network=server.allow_private_network,
-        sandbox=_sandbox_for(server) if stdio else None, workdir=str(_work_dir(server)) if stdio else "",
+        sandbox=sandbox, limits=limits, workdir=str(_work_dir(server)) if stdio else "",
         credentials_of=owner, own_args=len(own_args),
     )
 
@@ -77,21 +89,40 @@ class MCPCallRefused(Exception):
     """A call to an MCP tool is not allowed right now; the message says why, for the model and the audit."""
 
 
-def mcp_call_target(agent_id: int, user_id: str, server_id: int, tool_name: str) -> ServerConfig:
-    """The call-time re-check of a bridged call (grants, expiry, the tool's pinned definition) and the settings to
-    connect with for this caller — this user's credentials, never another's. Raises MCPCallRefused."""
+def _call_target(agent_id: int, user_id: str, server_id: int, tool_name: str) -> tuple[Any, Any]:
+    """(ServerConfig or the refusal reason, the earliest expiry of the grants that decided it)."""
     access = mcp_access_for(agent_id, user_id, server_id=server_id)
     if not access:
-        raise MCPCallRefused("access to this MCP server is not granted (or no longer) for this agent and user; "
-                             "ask for it with POST /api/v1/mcp/access-requests")
-    if not access[0].allows(tool_name):
-        raise MCPCallRefused(f"the grant for this MCP server does not include the tool {tool_name}")
+        return ("access to this MCP server is not granted (or no longer) for this agent and user; ask for it with "
+                "POST /api/v1/mcp/access-requests"), None
+    grant = access[0]
+    expiries = [g.expires_at for g in (grant.agent_grant, *grant.user_grants) if g.expires_at is not None]
+    expires = min(expiries) if expiries else None
+    if not grant.allows(tool_name):
+        return f"the grant for this MCP server does not include the tool {tool_name}", expires
     from mcp_app.services.tools import mcp_tool_refusal
 
     refusal = mcp_tool_refusal(mcp_tool_get(server_id, tool_name))
     if refusal:
-        raise MCPCallRefused(refusal)
-    return server_config(access[0].server, agent_grant=access[0].agent_grant, user_grant=access[0].credential_grant)
+        return refusal, expires
+    config = server_config(grant.server, agent_grant=grant.agent_grant, user_grant=grant.credential_grant)
+    return config, expires
+
+
+def mcp_call_target(agent_id: int, user_id: str, server_id: int, tool_name: str) -> ServerConfig:
+    """The call-time re-check of a bridged call (grants, expiry, the tool's pinned definition) and the settings to
+    connect with for this caller — this user's credentials, never another's. Raises MCPCallRefused.
+
+    Memoized in the tool-set generation cache: every grant, server or tool change bumps that generation, so a
+    revocation reaches every process within its bound (≤ 1 s, at once in the writing process), and a grant's expiry
+    is compared with the clock at every call."""
+    key = ("mcp-call-target", agent_id, user_id, server_id, tool_name)
+    target, expires = _targets.get(key, lambda: _call_target(agent_id, user_id, server_id, tool_name))
+    if expires is not None and expires <= timezone.now():
+        target, expires = _call_target(agent_id, user_id, server_id, tool_name)
+    if isinstance(target, str):
+        raise MCPCallRefused(target)
+    return target
 
 
 # --- talking to a server (I/O: never inside a transaction) --------------------------------------------------------

@@ -1,6 +1,7 @@
 """Who sees and may call which MCP tools: agent grants, user grants narrowing them, expiry, deny over allow, access
 requests reviewed into grants atomically, per-caller connection settings (per-user credentials), and the server
 checks made at save time. No MCP server is needed here: tools are pinned rows, calls are refused before the bridge."""
+import time
 from datetime import timedelta
 
 import pytest
@@ -13,10 +14,11 @@ from mcp_app.choices import ToolStatus
 from mcp_app.config import ToolDefinition
 from mcp_app.models import MCPAccessRequest, MCPAgentGrant, MCPServer, MCPTool, MCPUserGrant
 from mcp_app.services import grants
-from mcp_app.services.connections import mcp_call_target, server_config
+from mcp_app.services.connections import MCPCallRefused, mcp_call_target, server_config
 from mcp_app.services.servers import MCPServerInvalid, launcher_set, server_create, server_update
 from tests.factories import make_agent
 from tools_app import pipeline
+from tools_app.base import ToolError
 from tools_app.calls import CallContext
 from tools_app.choices import PolicyScope
 from tools_app.models import ToolPolicy
@@ -145,13 +147,27 @@ def test_a_disabled_server_shows_nothing():
 def test_a_call_made_after_the_grant_is_revoked_is_refused_with_the_reason():
     server, agent = make_server(), make_agent()
     grant = grants.agent_grant_set(actor="system", server=server, agent=agent)
-    assert "mcp_files__alpha" in toolset_for(agent, "").names()
-    # the grant goes away between catalog and call (another process): the call-time check refuses
-    MCPAgentGrant.objects.filter(pk=grant.pk).delete()
-    with pytest.raises(Exception, match="not granted"):
+    tool = toolset_for(agent, "").get("mcp_files__alpha")
+    assert mcp_call_target(agent.pk, "", server.pk, "alpha").name == "files"
+    # the grant goes away after the agent's tool set was built: the call-time check refuses
+    grants.agent_grant_revoke(actor="system", grant=grant)
+    with pytest.raises(MCPCallRefused, match="not granted"):
         mcp_call_target(agent.pk, "", server.pk, "alpha")
-    outcome = pipeline.execute(pipeline.ToolCall(agent, "mcp_files__alpha", {}))
-    assert outcome.status in ("denied", "error")
+    context = pipeline.build_context(pipeline.ToolCall(agent, "mcp_files__alpha", {}))
+    with pytest.raises(ToolError, match="not granted"):
+        tool.run(context, {})
+
+
+@pytest.mark.django_db
+def test_a_grant_expiring_after_the_last_call_refuses_the_next_one():
+    server, agent = make_server(), make_agent()
+    expires = timezone.now() + timedelta(seconds=1)
+    grants.agent_grant_set(actor="system", server=server, agent=agent, expires_at=expires)
+    assert mcp_call_target(agent.pk, "", server.pk, "alpha")  # checked (and memoized) while valid
+    while timezone.now() <= expires:  # nothing is written when a grant expires: only the clock moves
+        time.sleep(0.05)
+    with pytest.raises(MCPCallRefused):
+        mcp_call_target(agent.pk, "", server.pk, "alpha")
 
 
 @pytest.mark.django_db
