@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
-from mcp_app.choices import AccessStatus
+from mcp_app.choices import AccessStatus, ToolStatus
 from mcp_app.models import MCPAccessRequest, MCPAgentGrant, MCPServer, MCPTool, MCPUserGrant
 
 
@@ -91,3 +91,9 @@ def access_requests_for_agent(agent: Any):
 
 def access_requests_pending():
     return MCPAccessRequest.objects.filter(status=AccessStatus.PENDING).select_related("server", "agent")
+
+
+def servers_with_tool_counts() -> QuerySet[MCPServer]:
+    """Servers with their tools counted by status in the same query (the API list and the admin list)."""
+    return MCPServer.objects.select_related("sandbox_profile").annotate(
+        **{f"tools_{status}": Count("tools", filter=Q(tools__status=status)) for status in ToolStatus.values})

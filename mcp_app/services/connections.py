@@ -19,7 +19,7 @@ from mcp_app.config import BridgeError, ServerConfig, ToolDefinition
 from mcp_app.models import MCPAgentGrant, MCPServer, MCPUserGrant
 from mcp_app.selectors import mcp_access_for, mcp_tool_get
 from mcp_app.services.grants import agent_grant_overrides, user_grant_credentials
-from mcp_app.services.servers import server_health_record, server_secrets
+from mcp_app.services.servers import server_health_record, server_launch_hash, server_secrets  # noqa: F401
 from tools_app.toolsets import TOOLSETS_CACHE
 
 logger = logging.getLogger("goclaw.mcp")
@@ -77,12 +77,6 @@ def server_config(server: MCPServer, *, agent_grant: MCPAgentGrant | None = None
         sandbox=sandbox, limits=limits, workdir=str(_work_dir(server)) if stdio else "",
         credentials_of=owner, own_args=len(own_args),
     )
-
-
-def server_launch_hash(server: MCPServer) -> str:
-    """The launch part of the server's pinned tool hashes (stdio: command + args; '' otherwise)."""
-    return ServerConfig(server_id=server.pk, name=server.name, transport=server.transport, command=server.command,
-                        args=tuple(server.args or ())).launch_hash
 
 
 class MCPCallRefused(Exception):
@@ -161,6 +155,8 @@ def listing_observed(config: ServerConfig, definitions: list[ToolDefinition]) ->
     thread of the loop's executor: the database connection is closed after use (that thread is no request's)."""
     try:
         _sync(config, definitions)
+    except MCPServer.DoesNotExist:
+        logger.debug("MCP server %s: gone (or not committed yet); its listing is not recorded", config.name)
     except Exception:  # a listener never breaks the manager; the next listing tries again
         logger.exception("MCP server %s: could not record its tool listing", config.name)
     finally:

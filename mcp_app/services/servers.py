@@ -14,6 +14,7 @@ from goclaw import crypto
 from goclaw.errors import Conflict, NotFound, ValidationError
 from goclaw.events import publish
 from mcp_app.choices import HealthState, Transport
+from mcp_app.config import ServerConfig
 from mcp_app.models import MAX_TIMEOUT, SERVER_NAME_RE, MCPLauncher, MCPServer
 from mcp_app.netcheck import url_problem
 from tools_app.services.custom_tools import env_merged, env_problems
@@ -265,6 +266,12 @@ def launcher_set(*, actor, command: str, description: str = "", denied_args: lis
                                    **({"denied_args": denied_args} if denied_args is not None else {})})
     logger.info("MCP launcher %s set by %s", command, actor_name(actor))
     return launcher
+
+
+def server_launch_hash(server: MCPServer) -> str:
+    """The launch part of the server's pinned tool hashes (stdio: command + args; '' otherwise)."""
+    return ServerConfig(server_id=server.pk, name=server.name, transport=server.transport, command=server.command,
+                        args=tuple(server.args or ())).launch_hash
 
 
 # --- health (written by the connection manager of any process) -----------------------------------------------------

@@ -168,7 +168,7 @@ def server_tools_sync(*, server_id: int, definitions: list[ToolDefinition], laun
 def _launch_hash_of(tool: MCPTool) -> str | None:
     """The launch hash the tool's current listing was hashed with (the server's own command now, or the pinned
     one), or None when neither reproduces the listed hash."""
-    from mcp_app.services.connections import server_launch_hash
+    from mcp_app.services.servers import server_launch_hash
 
     listed = _listed(tool)
     candidates = [server_launch_hash(tool.server), (tool.approved_definition or {}).get("launch_hash", ""), ""]

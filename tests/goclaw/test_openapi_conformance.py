@@ -133,12 +133,19 @@ def staff_user(keep_test_transaction, django_user_model):
     return django_user_model.objects.create_user("fuzz-staff", password="pw-fuzz-123", is_staff=True)
 
 
+# MCP writes name servers and agents that must exist, and definitions the services check as a whole (launcher
+# allowlist, reachable URL, one pending request per subject): a schema-valid body may get 400 / 404 / 409.
+MCP_WRITES = {"checks": {"positive_data_acceptance": {"expected-statuses": ["2xx", "400", "401", "403", "404", "409"]}},
+              "include-path-regex": "^/api/v1/mcp/"}
+
+
 @pytest.fixture
 def agent_schema(fuzz_agent, staff_user):
     from tools_app.services.agents import token_issue
 
     token = token_issue(agent=fuzz_agent, name="fuzz")[1]
-    return _load_schema(scheme="AgentToken", credential={"bearer": token}, seeded=_seed(fuzz_agent, staff_user))
+    return _load_schema(scheme="AgentToken", credential={"bearer": token}, seeded=_seed(fuzz_agent, staff_user),
+                        operations=[MCP_WRITES])
 
 
 @pytest.fixture
@@ -156,7 +163,7 @@ def staff_schema(fuzz_agent, staff_user):
     custom_tools = {"checks": {"positive_data_acceptance": {"expected-statuses": ["2xx", "400", "401", "403", "404", "409"]}},
                     "include-path-regex": "^/api/v1/custom-tools/"}
     return _load_schema(scheme="cookieAuth", credential={"api_key": client.cookies["sessionid"].value},
-                        seeded=_seed(fuzz_agent, staff_user), operations=[named_agent, custom_tools])
+                        seeded=_seed(fuzz_agent, staff_user), operations=[named_agent, custom_tools, MCP_WRITES])
 
 
 # Each run covers the operations its credential is documented for; test_each_credential_is_refused_where_the_schema_

@@ -96,7 +96,7 @@ def test_up_serves_everything_and_events_cross_processes(tmp_path):
         user, password = password_file.read_text().split()
         assert user == "boss"
         with httpx.Client(base_url=up.base) as browser:
-            page = browser.get("/admin/login/")
+            browser.get("/admin/login/")
             csrf = browser.cookies["csrftoken"]
             login = browser.post("/admin/login/?next=/admin/", data={"username": user, "password": password,
                                  "csrfmiddlewaretoken": csrf}, headers={"Referer": up.base + "/admin/login/"})
