@@ -46,5 +46,9 @@ def _connect_bridge() -> None:
     from mcp_app.bridge import hooks
     from mcp_app.services.connections import health_observed, listing_observed
 
+    from goclaw.services import health_check_register
+    from mcp_app.services.connections import mcp_connections_status
+
     hooks.health_listeners[:] = [health_observed]
     hooks.listing_listeners[:] = [listing_observed]
+    health_check_register("mcp_connections", mcp_connections_status)  # this process's connections by state

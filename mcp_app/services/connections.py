@@ -189,3 +189,14 @@ def servers_health_check() -> dict[str, str]:
             logger.exception("MCP server %s: health check failed", server.name)
             states[server.name] = f"error: {type(exc).__name__}"
     return states
+
+
+def mcp_connections_status() -> dict[str, Any]:
+    """For /healthz: this process's MCP connections by state. Always ok: an MCP server being down is that server's
+    health (shown per server in the admin), not goclaw's."""
+    from collections import Counter
+
+    from mcp_app.bridge import bridge_status
+
+    states = Counter(str(entry.get("state", "unknown")) for entry in bridge_status().values())
+    return {"ok": True, "connections": sum(states.values()), "states": dict(sorted(states.items()))}

@@ -167,3 +167,13 @@ def pipeline_catalog(agent):
     from tools_app.selectors import tool_catalog_for_agent
 
     return tool_catalog_for_agent(agent, CallContext())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_healthz_reports_this_processes_mcp_connections_by_state(mcp_server, client):
+    server = register(mcp_server())
+    agent = make_agent()
+    grants.agent_grant_set(actor="system", server=server, agent=agent)
+    assert call(agent, "mcp_demo__echo", {"text": "open a connection"}).status == "ok"
+    report = client.get("/healthz").json()["checks"]["mcp_connections"]
+    assert report["ok"] and report["connections"] >= 1 and report["states"].get("connected", 0) >= 1
