@@ -19,6 +19,7 @@ class ToolsAppConfig(AppConfig):
         _register_encrypted_fields()
         _add_custom_tools()
         _add_credentialed_binaries()
+        _add_context_memory_and_skills()
 
         from goclaw.services import health_check_register
         from tools_app.pipeline import tool_workers_status
@@ -90,3 +91,13 @@ def _add_credentialed_binaries() -> None:
 
     tool_source_register(CredentialedBinarySource())
     encrypted_field_register(SecureCLIBinary, "env_sealed", associated_data=lambda row: env_seal_context(row.pk))
+
+
+def _add_context_memory_and_skills() -> None:
+    """Context files and memory (workspace routers to PostgreSQL, in this order) and skills (docs/context-files.md,
+    docs/memory.md, docs/skills.md)."""
+    from tools_app import context_files, memory, skills
+
+    context_files.register()
+    memory.register()
+    skills.register()

@@ -33,3 +33,9 @@ urlpatterns += [
     path("custom-tools/export", custom_tool_views.CustomToolExportView.as_view(), name="custom-tool-export"),
     path("custom-tools/<uuid:pk>", custom_tool_views.CustomToolDetailView.as_view(), name="custom-tool-detail"),
 ]
+
+from tools_app.api import context_files as context_file_views  # noqa: E402
+from tools_app.api import memory as memory_views  # noqa: E402
+from tools_app.api import skills as skill_views  # noqa: E402
+
+urlpatterns += context_file_views.urlpatterns + memory_views.urlpatterns + skill_views.urlpatterns

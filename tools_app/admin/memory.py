@@ -1,0 +1,1 @@
+"""Admin screens: Memory documents and their chunks, embedded with pgvector (docs/memory.md)."""

@@ -1,0 +1,1 @@
+"""Admin screens: Skills agents publish, search and use (docs/skills.md)."""

@@ -1,0 +1,2 @@
+"""API: Context files (SOUL.md, USER.md, …) stored in PostgreSQL (docs/context-files.md)."""
+urlpatterns: list = []

@@ -1,0 +1,2 @@
+"""API: Memory documents and their chunks, embedded with pgvector (docs/memory.md)."""
+urlpatterns: list = []

@@ -1,0 +1,2 @@
+"""API: Skills agents publish, search and use (docs/skills.md)."""
+urlpatterns: list = []

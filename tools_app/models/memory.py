@@ -1,0 +1,2 @@
+"""Memory documents and their chunks, embedded with pgvector (docs/memory.md)."""
+from __future__ import annotations
