@@ -53,11 +53,36 @@ class ServerConfig:
         own = list(self.args if self.own_args < 0 else self.args[:self.own_args])
         return hashlib.sha256(json.dumps([self.command, own]).encode()).hexdigest()
 
+    def secret_values(self) -> list[str]:
+        """Every header and env value (and a header's credential part after "Bearer "/"Basic "…): what must never
+        come back to a model, a log line or an error message, longest first."""
+        values: set[str] = set()
+        for _, value in (*self.headers, *self.env):
+            if value:
+                values.add(value)
+                scheme, _, credential = value.partition(" ")
+                if credential and scheme.isalpha() and len(credential) >= 4:
+                    values.add(credential)
+        return sorted(values, key=len, reverse=True)
+
+    def redact(self, text: str) -> str:
+        """`text` with every secret value removed, also in its JSON-escaped form (a server may echo it inside JSON)."""
+        return redact_values(text, self.secret_values())
+
     def headers_dict(self) -> dict[str, str]:
         return dict(self.headers)
 
     def env_dict(self) -> dict[str, str]:
         return dict(self.env)
+
+
+def redact_values(text: str, values: list[str]) -> str:
+    """Replace each value (and its JSON-escaped form) in `text` with [REDACTED], longest first."""
+    for value in sorted({v for v in values if v}, key=len, reverse=True):
+        for form in {value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}:
+            if form:
+                text = text.replace(form, "[REDACTED]")
+    return text
 
 
 @dataclass(frozen=True)

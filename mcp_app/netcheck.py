@@ -11,11 +11,11 @@ from urllib.parse import urlsplit
 ALLOWED_SCHEMES = ("http", "https")
 
 
-def _address_problem(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
+def address_problem(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
     if isinstance(address, ipaddress.IPv6Address):
         mapped = address.ipv4_mapped or address.sixtofour
         if mapped is not None:
-            return _address_problem(mapped)
+            return address_problem(mapped)
         if address.teredo is not None:
             return "a Teredo address"
     if address.is_loopback:
@@ -67,7 +67,7 @@ def url_problem(url: str, *, allow_private: bool, resolve: bool = True) -> str |
             return f"{host} does not resolve ({exc})"
         addresses = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
     for address in addresses:
-        why = _address_problem(address)
+        why = address_problem(address)
         if why:
             return f"{host} is {why} ({address}); allow private network for this server to use it"
     return None

@@ -66,7 +66,8 @@ class MCPBridgeTool(Tool):
                                                       cancel=ctx.cancel)
             except BridgeError as exc:
                 raise ToolError(f"MCP server {self.server_name}: {exc}") from None
-            text = untrusted(result.text, server=self.server_name, tool=self.remote_name)
+            # the caller's own keys out first, also JSON-escaped (a server may echo them inside JSON)
+            text = untrusted(config.redact(result.text), server=self.server_name, tool=self.remote_name)
             return scrubbed_result(ToolResult(for_llm=text, is_error=result.is_error), secrets)
 
 

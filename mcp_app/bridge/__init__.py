@@ -5,6 +5,8 @@ is a result (`CallResult.is_error`), not an exception. Listeners for health and 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from mcp_app.bridge import hooks
@@ -18,11 +20,21 @@ __all__ = [
 ]
 
 
+@contextmanager
+def _redacted(config: ServerConfig) -> Iterator[None]:
+    """A server may quote what it received (a key, a token) in an error: no BridgeError leaves with a secret."""
+    try:
+        yield
+    except BridgeError as exc:
+        raise BridgeError(config.redact(str(exc)), code=exc.code, retry_after=exc.retry_after) from None
+
+
 def bridge_list_tools(config: ServerConfig) -> list[ToolDefinition]:
     """The server's tools as it lists them now (no client-side cache), in its order."""
     manager = get_manager()
-    return manager.run_sync(lambda handle: manager.use(config, config.timeout, handle, list_all_tools),
-                            timeout=config.timeout)
+    with _redacted(config):
+        return manager.run_sync(lambda handle: manager.use(config, config.timeout, handle, list_all_tools),
+                                timeout=config.timeout)
 
 
 def bridge_call_tool(config: ServerConfig, name: str, arguments: dict[str, Any], *, timeout: float | None = None,
@@ -35,13 +47,15 @@ def bridge_call_tool(config: ServerConfig, name: str, arguments: dict[str, Any],
     async def work(client: Any) -> CallResult:
         return convert_result(await client.call_tool(name, dict(arguments or {})))
 
-    return manager.run_sync(lambda handle: manager.use(config, limit, handle, work), timeout=limit, cancel=cancel)
+    with _redacted(config):
+        return manager.run_sync(lambda handle: manager.use(config, limit, handle, work), timeout=limit, cancel=cancel)
 
 
 def bridge_ping(config: ServerConfig) -> None:
     """One liveness round trip to the server (connecting first if needed); raises BridgeError."""
     manager = get_manager()
-    manager.run_sync(lambda handle: manager.use(config, config.timeout, handle, ping), timeout=config.timeout)
+    with _redacted(config):
+        manager.run_sync(lambda handle: manager.use(config, config.timeout, handle, ping), timeout=config.timeout)
 
 
 def bridge_reconnect(server_id: int) -> None:

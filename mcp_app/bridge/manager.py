@@ -39,6 +39,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from mcp_app.bridge import hooks
+from mcp_app.bridge.network import checked_transport
 from mcp_app.config import BridgeError, ServerConfig, ToolDefinition
 
 logger = logging.getLogger("mcp_app.bridge")
@@ -136,7 +137,8 @@ class Connection:
             return
         when = self.cooldown_until if self.state == COOLDOWN else self.next_attempt
         payload = {
-            "ok": self.state == CONNECTED, "state": self.state, "error": self.error, "attempts": self.attempts,
+            "ok": self.state == CONNECTED, "state": self.state, "error": self.config.redact(self.error or ""),
+            "attempts": self.attempts,
             "next_attempt_at": (_now_utc() + dt.timedelta(seconds=max(0.0, when - time.monotonic()))
                                 if when is not None and self.state in (DISCONNECTED, COOLDOWN) else None),
         }
@@ -389,6 +391,7 @@ class Connection:
             # trust_env=False: no proxy from goclaw's environment (the URL check would be meaningless through one)
             return httpx2.AsyncClient(
                 headers={**config.headers_dict(), **(headers or {})}, auth=auth, trust_env=False,
+                transport=checked_transport(allow_private=config.allow_private_network),
                 timeout=timeout or httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
                 event_hooks={"response": [record_status]})
 

@@ -19,7 +19,8 @@ from mcp_app.config import BridgeError, ServerConfig, ToolDefinition
 from mcp_app.models import MCPAgentGrant, MCPServer, MCPUserGrant
 from mcp_app.selectors import mcp_access_for, mcp_tool_get
 from mcp_app.services.grants import agent_grant_overrides, user_grant_credentials
-from mcp_app.services.servers import server_health_record, server_launch_hash, server_secrets  # noqa: F401
+from mcp_app.services.servers import (env_names_problem, launcher_problem, server_health_record,  # noqa: F401
+                                      server_launch_hash, server_secrets)
 from tools_app.toolsets import TOOLSETS_CACHE
 
 logger = logging.getLogger("goclaw.mcp")
@@ -50,7 +51,8 @@ def server_config(server: MCPServer, *, agent_grant: MCPAgentGrant | None = None
                   user_grant: MCPUserGrant | None = None) -> ServerConfig:
     """How to connect for one caller: the server's settings, then the agent grant's `config_overrides` (env and
     headers merged over the server's, args_suffix appended, timeout replaced), then the user grant's credentials
-    (headers and env merged last, so a user's own token wins). The config's key covers all of it."""
+    (headers and env merged last, so a user's own token wins). The config's key covers all of it. Raises
+    BridgeError(mcp_launch_refused) when a stdio server's launcher or arguments are no longer allowed."""
     headers, env = server_secrets(server)
     own_args = list(server.args or [])
     args, timeout, owner = list(own_args), float(server.timeout_seconds), ""
@@ -69,6 +71,9 @@ def server_config(server: MCPServer, *, agent_grant: MCPAgentGrant | None = None
             env.update(credentials.get("env") or {})
             owner = f"user:{user_grant.pk}"
     stdio = server.transport == Transport.STDIO
+    if stdio and (problem := launcher_problem(server.command, args) or env_names_problem(env)):
+        # the allowlist is checked again at every connection: a launcher taken off it stops its servers
+        raise BridgeError(f"{server.name} may not be started: {problem}", code="mcp_launch_refused")
     sandbox, limits = _sandbox_for(server) if stdio else (None, None)
     return ServerConfig(
         server_id=server.pk, name=server.name, transport=server.transport, command=server.command,
@@ -99,7 +104,10 @@ def _call_target(agent_id: int, user_id: str, server_id: int, tool_name: str) ->
     refusal = mcp_tool_refusal(mcp_tool_get(server_id, tool_name))
     if refusal:
         return refusal, expires
-    config = server_config(grant.server, agent_grant=grant.agent_grant, user_grant=grant.credential_grant)
+    try:
+        config = server_config(grant.server, agent_grant=grant.agent_grant, user_grant=grant.credential_grant)
+    except BridgeError as exc:
+        return str(exc), expires
     return config, expires
 
 
@@ -131,8 +139,8 @@ def server_tools_refresh(server: MCPServer) -> dict[str, Any]:
     "changes", "error"}: the admin's "test connection" and the API show it as is."""
     from mcp_app.bridge import bridge_list_tools
 
-    config = server_config(server)
     try:
+        config = server_config(server)
         definitions = bridge_list_tools(config)
     except BridgeError as exc:
         server_health_record(server.pk, {"ok": False, "error": str(exc), "state": "disconnected"})

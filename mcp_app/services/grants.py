@@ -16,13 +16,15 @@ from goclaw.events import agent_group, publish
 from mcp_app.choices import AccessScope, AccessStatus
 from mcp_app.config import OVERRIDE_KEYS
 from mcp_app.models import MCPAccessRequest, MCPAgentGrant, MCPServer, MCPUserGrant
-from mcp_app.services.servers import MCP_EVENTS_GROUP, actor_name, headers_problems, launcher_problem
+from mcp_app.services.servers import (MCP_EVENTS_GROUP, actor_name, env_names_problem, headers_problems,
+                                      launcher_problem)
 from tools_app.models import Agent
 from tools_app.services.custom_tools import env_merged, env_problems
 from tools_app.toolsets import tools_changed
 
 logger = logging.getLogger("goclaw.mcp")
 MAX_TOOL_NAMES = 500
+MAX_PENDING = 50  # pending access requests per requester: the review queue is people's time
 
 
 class MCPGrantInvalid(ValidationError):
@@ -70,7 +72,8 @@ def overrides_problem(overrides: Any) -> str | None:
     unknown = set(overrides) - set(OVERRIDE_KEYS)
     if unknown:
         return f"unknown key(s) {', '.join(sorted(unknown))}; allowed: {', '.join(OVERRIDE_KEYS)}"
-    if "env" in overrides and (problem := env_problems(overrides["env"], allow_unset=False)):
+    if "env" in overrides and (problem := env_problems(overrides["env"], allow_unset=False)
+                               or env_names_problem(overrides["env"])):
         return f"env: {problem}"
     if "headers" in overrides and (problem := headers_problems(overrides["headers"], allow_unset=False)):
         return f"headers: {problem}"
@@ -151,7 +154,8 @@ def _credentials_problem(credentials: Any) -> str | None:
         return 'an object {"headers": {…}, "env": {…}}'
     if "headers" in credentials and (problem := headers_problems(credentials["headers"], allow_unset=True)):
         return f"headers: {problem}"
-    if "env" in credentials and (problem := env_problems(credentials["env"], allow_unset=True)):
+    if "env" in credentials and (problem := env_problems(credentials["env"], allow_unset=True)
+                                 or env_names_problem(credentials["env"])):
         return f"env: {problem}"
     return None
 
@@ -223,6 +227,9 @@ def access_request_create(*, requested_by: str, scope: str, server: MCPServer, a
     allow = tool_names(tool_allow, field="tool_allow", server=server, nullable=True)
     user_id = user_id if scope == AccessScope.USER else ""
     MCPServer.objects.select_for_update().filter(pk=server.pk).first()  # serializes duplicate checks per server
+    if MCPAccessRequest.objects.filter(requested_by=requested_by, status=AccessStatus.PENDING).count() >= MAX_PENDING:
+        raise Conflict(f"{requested_by} already has {MAX_PENDING} pending access requests; wait for a review",
+                       code="mcp_access_requests_limit")
     existing = MCPAccessRequest.objects.filter(scope=scope, server=server, agent=agent, user_id=user_id,
                                                status=AccessStatus.PENDING).first()
     if existing is not None:

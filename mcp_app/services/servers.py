@@ -66,10 +66,20 @@ def headers_problems(headers: Any, *, allow_unset: bool) -> str | None:
     return None
 
 
-def _denied_arg(arg: str, denied: list[str]) -> str | None:
-    """The denied launcher flag `arg` uses: the flag itself, `--flag=…`, or a short flag inside a cluster such as
-    `-Ic` / `-cCODE` (for one-letter flags). Whole-argument matching: `mcp-remote` is not `-r`."""
+def _denied_arg(arg: str, denied: list[str], following: str = "") -> str | None:
+    """The denied launcher flag `arg` uses: the flag itself, `--flag=…`, a short flag inside a cluster such as
+    `-Ic` / `-cCODE` (for one-letter flags), a pair `"-m timeit"` (this argument and the next), or a prefix
+    `"data:*"`. Whole-argument matching: `mcp-remote` is not `-r`."""
     for flag in denied:
+        if " " in flag:
+            first, _, second = flag.partition(" ")
+            if arg == first and following == second:
+                return flag
+            continue
+        if flag.endswith("*") and len(flag) > 1:
+            if arg.startswith(flag[:-1]):
+                return flag
+            continue
         if arg == flag or (flag.startswith("--") and arg.startswith(flag + "=")):
             return flag
         if len(flag) == 2 and flag[0] == "-" and flag[1] != "-" and arg.startswith("-") and not arg.startswith("--"):
@@ -84,8 +94,9 @@ def launcher_problem(command: str, args: list[str]) -> str | None:
     launcher = MCPLauncher.objects.filter(command=command, enabled=True).first()
     if launcher is None:
         return f"{command!r} is not an allowed launcher (add it under MCP launchers)"
-    for arg in args:
-        flag = _denied_arg(arg, list(launcher.denied_args or []))
+    denied = list(launcher.denied_args or [])
+    for index, arg in enumerate(args):
+        flag = _denied_arg(arg, denied, args[index + 1] if index + 1 < len(args) else "")
         if flag:
             return f"the argument {arg[:60]!r} uses {flag}, which runs inline code with {command}; start a server package or script instead"
     return None
@@ -136,6 +147,18 @@ def server_problems(data: dict[str, Any]) -> dict[str, str]:
     return problems
 
 
+def _check_grant_suffixes(server: MCPServer, command: str, args: list[str]) -> None:
+    """A new command or args must also leave every agent grant's args_suffix harmless (`-e` is nothing to python,
+    inline code to node)."""
+    from mcp_app.services.grants import agent_grant_overrides
+
+    for grant in server.agent_grants.select_related("agent"):
+        suffix = agent_grant_overrides(grant).get("args_suffix") or []
+        if suffix and (why := launcher_problem(command, [*args, *suffix])):
+            raise MCPServerInvalid(f"agent {grant.agent.key}'s grant appends arguments that {why.split(', which')[0]}: "
+                                   f"{why}", details={"command": why})
+
+
 def _raise_problems(problems: dict[str, str]) -> None:
     if problems:
         field, message = next(iter(problems.items()))
@@ -143,7 +166,29 @@ def _raise_problems(problems: dict[str, str]) -> None:
 
 
 def _prefix_taken(prefix: str, exclude_pk: Any) -> bool:
-    return any(s.prefix == prefix for s in MCPServer.objects.exclude(pk=exclude_pk).only("name", "tool_prefix"))
+    """Prefixes are prefix-free: no server's prefix may start another's (else `mcp_a__` + `x__echo` and
+    `mcp_a__x__` + `echo` would name the same tool, and one server could shadow another's)."""
+    others = MCPServer.objects.exclude(pk=exclude_pk).only("name", "tool_prefix")
+    return any(other.prefix.startswith(prefix) or prefix.startswith(other.prefix) for other in others)
+
+
+# Variables that make a launcher load code other than the server's (preloads, startup files, runtime options).
+DENIED_ENV = frozenset({
+    "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "DYLD_INSERT_LIBRARIES", "DYLD_LIBRARY_PATH", "BASH_ENV", "ENV",
+    "NODE_OPTIONS", "NODE_PATH", "NODE_REPL_EXTERNAL_MODULE", "PYTHONSTARTUP", "PYTHONINSPECT", "PYTHONHOME",
+    "PYTHONBREAKPOINT", "PERL5OPT", "PERL5LIB", "RUBYOPT", "RUBYLIB", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS",
+    "JDK_JAVA_OPTIONS", "DENO_CERT", "BUN_OPTIONS", "UV_PYTHON_PREFERENCE_OVERRIDE",
+})
+
+
+def env_names_problem(env: Any) -> str | None:
+    """A variable that would make the launcher run other code (set by anyone: server, grant override, user)."""
+    if not isinstance(env, dict):
+        return None
+    for name in env:
+        if isinstance(name, str) and (name.upper() in DENIED_ENV or name.upper().startswith("LD_")):
+            return f"{name} changes what the launcher runs; it may not be set for an MCP server"
+    return None
 
 
 # --- sealed headers and env ----------------------------------------------------------------------------------------
@@ -176,7 +221,7 @@ def _seal(server: MCPServer, *, headers: dict | None, env: dict | None) -> None:
 def _check_secrets(headers: Any, env: Any, *, allow_unset: bool) -> None:
     if headers is not None and (problem := headers_problems(headers, allow_unset=allow_unset)):
         raise MCPServerInvalid(f"headers: {problem}", details={"headers": problem})
-    if env is not None and (problem := env_problems(env, allow_unset=allow_unset)):
+    if env is not None and (problem := env_problems(env, allow_unset=allow_unset) or env_names_problem(env)):
         raise MCPServerInvalid(f"env: {problem}", details={"env": problem})
 
 
@@ -202,7 +247,7 @@ def server_create(*, actor, name: str, headers: dict | None = None, env: dict | 
         raise MCPServerExists(f"an MCP server named {name} already exists")
     server = MCPServer(created_by=actor_name(actor), **data)
     if _prefix_taken(server.prefix, None):
-        raise MCPServerExists(f"another server already uses the tool prefix {server.prefix}")
+        raise MCPServerExists(f"the tool prefix {server.prefix} overlaps another server's (one may not start the other)")
     server.save()
     if headers or env:
         _seal(server, headers=headers, env=env)
@@ -225,10 +270,12 @@ def server_update(*, actor, server: MCPServer, headers: dict | None = None, env:
     data.update(changes, name=server.name)
     _raise_problems(server_problems(data))
     _check_secrets(headers, env, allow_unset=True)
+    if data["transport"] == Transport.STDIO:
+        _check_grant_suffixes(server, data["command"], data["args"] or [])
     for field, value in changes.items():
         setattr(server, field, value)
     if _prefix_taken(server.prefix, server.pk):
-        raise MCPServerExists(f"another server already uses the tool prefix {server.prefix}")
+        raise MCPServerExists(f"the tool prefix {server.prefix} overlaps another server's (one may not start the other)")
     if headers or env:
         _seal(server, headers=headers, env=env)
     server.save()
@@ -264,6 +311,7 @@ def launcher_set(*, actor, command: str, description: str = "", denied_args: lis
     launcher, _ = MCPLauncher.objects.update_or_create(
         command=command, defaults={"description": description, "enabled": enabled,
                                    **({"denied_args": denied_args} if denied_args is not None else {})})
+    tools_changed()  # call-time checks re-read the allowlist
     logger.info("MCP launcher %s set by %s", command, actor_name(actor))
     return launcher
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 import json
 import logging
+import re
 from typing import Any
 
 from django.db import transaction
@@ -68,6 +69,10 @@ def _next_status(tool: MCPTool, new_hash: str, flags: list[dict]) -> str:
     return ToolStatus.QUARANTINED
 
 
+# The MCP spec's tool-name rule (and our column): anything else is left out of the listing, never stored.
+TOOL_NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,128}")
+
+
 @transaction.atomic
 def server_tools_sync(*, server_id: int, definitions: list[ToolDefinition], launch_hash: str = "") -> dict[str, list[str]]:
     """Record one successful tools/list of a server and apply the pinning rules:
@@ -91,6 +96,10 @@ def server_tools_sync(*, server_id: int, definitions: list[ToolDefinition], laun
     created, updated, announce = [], [], []
     listed: dict[str, ToolDefinition] = {}
     for definition in definitions:
+        if not isinstance(definition.name, str) or not TOOL_NAME_RE.fullmatch(definition.name):
+            logger.warning("MCP server %s lists a tool named %r, which is not a valid tool name; left out",
+                           server.name, str(definition.name)[:80])
+            continue
         if definition.name in listed:
             logger.warning("MCP server %s lists tool %s twice; the first definition counts", server.name,
                            definition.name)

@@ -2,6 +2,7 @@
 way `exec` runs one, with the row's decrypted env) and the tool source that gives each agent its custom tools."""
 from __future__ import annotations
 
+import json
 import logging
 import shlex
 import threading
@@ -134,10 +135,12 @@ def scrubbed_result(result: ToolResult, secrets: list[str]) -> ToolResult:
     its minimum length, and drops these values once the call ends)."""
     if not secrets:
         return result
-    for value in sorted(set(secrets), key=len, reverse=True):
-        result.for_llm = result.for_llm.replace(value, "[REDACTED]")
+    forms = {form for value in set(secrets) for form in (value, json.dumps(value)[1:-1],
+                                                         json.dumps(value, ensure_ascii=False)[1:-1]) if form}
+    for form in sorted(forms, key=len, reverse=True):  # also JSON-escaped: a program may print the value as JSON
+        result.for_llm = result.for_llm.replace(form, "[REDACTED]")
         if result.for_user:
-            result.for_user = result.for_user.replace(value, "[REDACTED]")
+            result.for_user = result.for_user.replace(form, "[REDACTED]")
     return result
 
 
