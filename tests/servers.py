@@ -6,6 +6,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -159,3 +160,41 @@ class CatalogWatcher:
                 return
             assert started - changed < PROPAGATION_SECONDS, "the other process still served the old tool set"
             time.sleep(0.02)
+
+
+def wait_until(condition, *, timeout: float = 15.0, interval: float = 0.05, message: str = "condition"):
+    """Poll `condition` until it returns something truthy (returned), failing the test after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out waiting for {message}")
+        time.sleep(interval)
+
+
+class HangUpListener:
+    """A TCP port on the host (`host`: "127.0.0.1", or "0.0.0.0" for every address) that accepts and hangs up:
+    what a sandboxed process's network probe is pointed at."""
+
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self.sock = socket.create_server((host, 0))
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def _loop(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+                conn.close()
+            except OSError:
+                continue
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=5)
+        self.sock.close()

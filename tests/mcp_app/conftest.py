@@ -15,31 +15,17 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
 from mcp_app.config import ServerConfig
-from tests.servers import free_port
+from tests.servers import free_port, wait_until
 
 SERVER_SCRIPT = Path(__file__).resolve().parent / "mcp_test_server.py"
 HTTP_PATHS = {"streamable-http": "/mcp", "sse": "/sse"}
-
-
-def wait_until(condition: Callable[[], Any], *, timeout: float = 15.0, interval: float = 0.05,
-               message: str = "condition") -> Any:
-    """Poll `condition` until it returns something truthy (returned), failing the test after `timeout`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out waiting for {message}")
-        time.sleep(interval)
 
 
 def _answers(port: int) -> bool:

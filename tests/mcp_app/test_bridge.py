@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import secrets
-import socket
 import sys
 import threading
 import time
@@ -20,7 +19,8 @@ from mcp_app.bridge import (
 )
 from mcp_app.config import ServerConfig
 from sandbox_app.runs import SandboxSpec
-from tests.mcp_app.conftest import make_stdio_config, wait_until
+from tests.mcp_app.conftest import make_stdio_config
+from tests.servers import HangUpListener, wait_until
 
 TRANSPORTS = ("stdio", "sse", "streamable-http")
 VENV = Path(sys.prefix)
@@ -252,34 +252,9 @@ def test_a_listener_that_raises_does_not_break_the_connection(mcp_server):
 
 # --- stdio servers inside a bubblewrap sandbox ---------------------------------------------------------------
 
-class _Listener:
-    """A TCP listener on the host's loopback that accepts and closes connections."""
-
-    def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.sock.settimeout(0.2)
-        self.port = self.sock.getsockname()[1]
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._loop, daemon=True)
-        self.thread.start()
-
-    def _loop(self) -> None:
-        while not self.stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-                conn.close()
-            except OSError:
-                continue
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(timeout=5)
-        self.sock.close()
-
-
 @pytest.fixture
 def host_listener():
-    listener = _Listener()
+    listener = HangUpListener("127.0.0.1")
     yield listener
     listener.close()
 

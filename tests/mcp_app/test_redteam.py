@@ -19,7 +19,7 @@ from mcp_app.services import grants
 from mcp_app.services.connections import server_tools_refresh
 from mcp_app.services.servers import MCPServerInvalid, launcher_set, server_create
 from tests.factories import make_agent
-from tests.mcp_app.conftest import wait_until
+from tests.servers import wait_until
 from tests.servers import free_port
 from tools_app import pipeline
 from tools_app.models import ToolInvocation

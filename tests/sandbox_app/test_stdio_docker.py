@@ -4,12 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
-import threading
-import time
 from pathlib import Path
-from typing import Any, Callable
 
 import pytest
 
@@ -20,6 +16,7 @@ from sandbox_app.identity import sandbox_identity
 from sandbox_app.runs import ExecLimits, SandboxError, SandboxSpec
 from sandbox_app.services import safe_child_env
 from sandbox_app.stdio import STDIO_LABEL, sandbox_stdio_command
+from tests.servers import HangUpListener, wait_until
 from tests.sandbox_app.dockerd import docker_engine  # noqa: F401  (session fixture)
 
 SERVER_SCRIPT = str(Path(__file__).resolve().parents[1] / "mcp_app" / "shell_mcp_server.sh")
@@ -27,17 +24,6 @@ SERVER_SCRIPT = str(Path(__file__).resolve().parents[1] / "mcp_app" / "shell_mcp
 STUBBORN = ["/bin/sh", "-c", "trap '' TERM; exec </dev/null; while :; do sleep 1; done"]
 
 pytestmark = pytest.mark.usefixtures("docker_engine")
-
-
-def wait_until(condition: Callable[[], Any], *, timeout: float = 30.0, message: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out waiting for {message}")
-        time.sleep(0.05)
 
 
 @pytest.fixture(autouse=True)
@@ -77,36 +63,9 @@ def run_once(argv: list[str], workdir: Path, *, env: dict[str, str] | None = Non
     return proc.stdout.decode()
 
 
-class _Listener:
-    """A TCP port on every host address that accepts and hangs up."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("0.0.0.0", 0))
-        self.sock.listen(16)
-        self.sock.settimeout(0.2)
-        self.port = self.sock.getsockname()[1]
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._loop, daemon=True)
-        self.thread.start()
-
-    def _loop(self) -> None:
-        while not self.stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-                conn.close()
-            except OSError:
-                continue
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(timeout=5)
-        self.sock.close()
-
-
 @pytest.fixture
 def host_listener():
-    listener = _Listener()
+    listener = HangUpListener("0.0.0.0")
     yield listener
     listener.close()
 
