@@ -31,7 +31,8 @@ def _register_encrypted_fields() -> None:
     row: `rotate_encryption_key` re-seals them."""
     from goclaw.secrets import encrypted_field_register
     from mcp_app.models import MCPAgentGrant, MCPServer, MCPUserGrant
-    from mcp_app.services.grants import credentials_seal_context, overrides_seal_context
+    from mcp_app.services.common import overrides_seal_context
+    from mcp_app.services.grants import credentials_seal_context
     from mcp_app.services.servers import seal_context
 
     encrypted_field_register(MCPServer, "headers_sealed", associated_data=lambda row: seal_context(row.pk, "headers"))

@@ -12,7 +12,7 @@ from goclaw.errors import ApplicationError
 from mcp_app.admin.forms import add_service_error, parse_lines, write_only_lines
 from mcp_app.models import MCPAgentGrant, MCPUserGrant
 from mcp_app.services import grants as svc
-from mcp_app.services.servers import headers_problems
+from mcp_app.services.common import headers_problems
 from tools_app.admin.base import ServiceAdmin, WriteOnlyTextarea
 from tools_app.services.custom_tools import env_problems
 

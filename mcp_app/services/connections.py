@@ -18,9 +18,9 @@ from mcp_app.choices import Transport
 from mcp_app.config import BridgeError, ServerConfig, ToolDefinition
 from mcp_app.models import MCPAgentGrant, MCPServer, MCPUserGrant
 from mcp_app.selectors import mcp_access_for, mcp_tool_get
-from mcp_app.services.grants import agent_grant_overrides, user_grant_credentials
-from mcp_app.services.servers import (env_names_problem, launcher_problem, server_health_record,  # noqa: F401
-                                      server_launch_hash, server_secrets)
+from mcp_app.services.common import agent_grant_overrides, env_names_problem, launcher_problem
+from mcp_app.services.grants import user_grant_credentials
+from mcp_app.services.servers import server_health_record, server_secrets
 from tools_app.toolsets import TOOLSETS_CACHE
 
 logger = logging.getLogger("goclaw.mcp")

@@ -16,8 +16,8 @@ from goclaw.events import agent_group, publish
 from mcp_app.choices import AccessScope, AccessStatus
 from mcp_app.config import OVERRIDE_KEYS
 from mcp_app.models import MCPAccessRequest, MCPAgentGrant, MCPServer, MCPUserGrant
-from mcp_app.services.servers import (MCP_EVENTS_GROUP, actor_name, env_names_problem, headers_problems,
-                                      launcher_problem)
+from mcp_app.services.common import (MCP_EVENTS_GROUP, actor_name, env_names_problem, headers_problems,
+                                     launcher_problem, overrides_seal_context)
 from tools_app.models import Agent
 from tools_app.services.custom_tools import env_merged, env_problems
 from tools_app.toolsets import tools_changed
@@ -61,10 +61,6 @@ def _flag(value: Any, field: str) -> bool:
 
 
 # --- agent grants --------------------------------------------------------------------------------------------------
-def overrides_seal_context(pk: Any) -> str:
-    return f"mcp-agent-grant:{pk}:overrides"
-
-
 def overrides_problem(overrides: Any) -> str | None:
     """What is wrong with `config_overrides`: keys env, headers (objects), args_suffix (argv list), timeout (s)."""
     if not isinstance(overrides, dict):
@@ -84,13 +80,6 @@ def overrides_problem(overrides: Any) -> str | None:
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int) or not 1 <= timeout <= 3600):
         return "timeout: whole seconds from 1 to 3600"
     return None
-
-
-def agent_grant_overrides(grant: MCPAgentGrant) -> dict[str, Any]:
-    """The grant's config_overrides in clear (connection code only)."""
-    if not grant.overrides_sealed:
-        return {}
-    return crypto.decrypt_json(grant.overrides_sealed, associated_data=overrides_seal_context(grant.pk))
 
 
 def _overrides_summary(overrides: dict[str, Any]) -> dict[str, Any]:

@@ -17,23 +17,14 @@ from mcp_app.choices import HealthState, Transport
 from mcp_app.config import ServerConfig
 from mcp_app.models import MAX_TIMEOUT, SERVER_NAME_RE, MCPLauncher, MCPServer
 from mcp_app.netcheck import url_problem
+from mcp_app.services.common import (MCP_EVENTS_GROUP, actor_name, agent_grant_overrides, env_names_problem,
+                                     headers_problems, launcher_problem)
 from tools_app.services.custom_tools import env_merged, env_problems
-from tools_app.services.policy import actor_name as _user_name
 from tools_app.toolsets import tools_changed
 
 logger = logging.getLogger("goclaw.mcp")
 
-MCP_EVENTS_GROUP = "mcp"
-
-
-def actor_name(actor: Any) -> str:
-    """Who did it: a person's username, an agent as `agent:<key>` (passed as a string), or "system"."""
-    return actor if isinstance(actor, str) and actor else _user_name(actor)
 PREFIX_RE = re.compile(r"^mcp_[a-z0-9_]{0,44}\Z")
-HEADER_NAME_RE = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}\Z")
-# Headers the transport itself owns: a server (or a grant, or a user's credentials) may not set them.
-RESERVED_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection", "mcp-session-id",
-                              "mcp-protocol-version", "content-type", "accept", "upgrade", "te", "trailer"})
 MAX_ARGS, MAX_ARG_CHARS = 64, 4096
 EDITABLE = ("display_name", "transport", "command", "args", "url", "allow_private_network", "tool_prefix",
             "timeout_seconds", "enabled", "sandbox_profile", "review_new_tools")
@@ -48,60 +39,6 @@ class MCPServerExists(Conflict):
 
 
 # --- validation ----------------------------------------------------------------------------------------------------
-def headers_problems(headers: Any, *, allow_unset: bool) -> str | None:
-    """What is wrong with a header mapping (names → string values; with `allow_unset`, null removes a header)."""
-    if not isinstance(headers, dict):
-        return "must be an object of header names to string values"
-    for name, value in headers.items():
-        if not isinstance(name, str) or not HEADER_NAME_RE.fullmatch(name):
-            return f"{str(name)[:80]!r} is not a valid header name"
-        if name.lower() in RESERVED_HEADERS:
-            return f"{name} is set by the transport itself"
-        if value is None and allow_unset:
-            continue
-        if not isinstance(value, str):
-            return f"the value of {name} must be a string"
-        if any(ch in value for ch in "\r\n\x00"):
-            return f"the value of {name} must not contain line breaks or NUL"  # never echo the value
-    return None
-
-
-def _denied_arg(arg: str, denied: list[str], following: str = "") -> str | None:
-    """The denied launcher flag `arg` uses: the flag itself, `--flag=…`, a short flag inside a cluster such as
-    `-Ic` / `-cCODE` (for one-letter flags), a pair `"-m timeit"` (this argument and the next), or a prefix
-    `"data:*"`. Whole-argument matching: `mcp-remote` is not `-r`."""
-    for flag in denied:
-        if " " in flag:
-            first, _, second = flag.partition(" ")
-            if arg == first and following == second:
-                return flag
-            continue
-        if flag.endswith("*") and len(flag) > 1:
-            if arg.startswith(flag[:-1]):
-                return flag
-            continue
-        if arg == flag or (flag.startswith("--") and arg.startswith(flag + "=")):
-            return flag
-        if len(flag) == 2 and flag[0] == "-" and flag[1] != "-" and arg.startswith("-") and not arg.startswith("--"):
-            if flag[1] in arg[1:]:
-                return flag
-        if not flag.startswith("-") and arg == flag:  # a subcommand (deno eval)
-            return flag
-    return None
-
-
-def launcher_problem(command: str, args: list[str]) -> str | None:
-    launcher = MCPLauncher.objects.filter(command=command, enabled=True).first()
-    if launcher is None:
-        return f"{command!r} is not an allowed launcher (add it under MCP launchers)"
-    denied = list(launcher.denied_args or [])
-    for index, arg in enumerate(args):
-        flag = _denied_arg(arg, denied, args[index + 1] if index + 1 < len(args) else "")
-        if flag:
-            return f"the argument {arg[:60]!r} uses {flag}, which runs inline code with {command}; start a server package or script instead"
-    return None
-
-
 def server_problems(data: dict[str, Any]) -> dict[str, str]:
     """Every problem with a complete server definition (field → message)."""
     problems: dict[str, str] = {}
@@ -150,8 +87,6 @@ def server_problems(data: dict[str, Any]) -> dict[str, str]:
 def _check_grant_suffixes(server: MCPServer, command: str, args: list[str]) -> None:
     """A new command or args must also leave every agent grant's args_suffix harmless (`-e` is nothing to python,
     inline code to node)."""
-    from mcp_app.services.grants import agent_grant_overrides
-
     for grant in server.agent_grants.select_related("agent"):
         suffix = agent_grant_overrides(grant).get("args_suffix") or []
         if suffix and (why := launcher_problem(command, [*args, *suffix])):
@@ -170,25 +105,6 @@ def _prefix_taken(prefix: str, exclude_pk: Any) -> bool:
     `mcp_a__x__` + `echo` would name the same tool, and one server could shadow another's)."""
     others = MCPServer.objects.exclude(pk=exclude_pk).only("name", "tool_prefix")
     return any(other.prefix.startswith(prefix) or prefix.startswith(other.prefix) for other in others)
-
-
-# Variables that make a launcher load code other than the server's (preloads, startup files, runtime options).
-DENIED_ENV = frozenset({
-    "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "DYLD_INSERT_LIBRARIES", "DYLD_LIBRARY_PATH", "BASH_ENV", "ENV",
-    "NODE_OPTIONS", "NODE_PATH", "NODE_REPL_EXTERNAL_MODULE", "PYTHONSTARTUP", "PYTHONINSPECT", "PYTHONHOME",
-    "PYTHONBREAKPOINT", "PERL5OPT", "PERL5LIB", "RUBYOPT", "RUBYLIB", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS",
-    "JDK_JAVA_OPTIONS", "DENO_CERT", "BUN_OPTIONS", "UV_PYTHON_PREFERENCE_OVERRIDE",
-})
-
-
-def env_names_problem(env: Any) -> str | None:
-    """A variable that would make the launcher run other code (set by anyone: server, grant override, user)."""
-    if not isinstance(env, dict):
-        return None
-    for name in env:
-        if isinstance(name, str) and (name.upper() in DENIED_ENV or name.upper().startswith("LD_")):
-            return f"{name} changes what the launcher runs; it may not be set for an MCP server"
-    return None
 
 
 # --- sealed headers and env ----------------------------------------------------------------------------------------

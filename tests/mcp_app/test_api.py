@@ -10,7 +10,8 @@ from rest_framework.test import APIClient
 
 from mcp_app.choices import ToolStatus
 from mcp_app.models import MCPAccessRequest, MCPAgentGrant, MCPServer, MCPTool, MCPUserGrant
-from mcp_app.services.grants import agent_grant_overrides, user_grant_credentials
+from mcp_app.services.common import agent_grant_overrides
+from mcp_app.services.grants import user_grant_credentials
 from mcp_app.services.servers import server_create, server_secrets
 from tests.factories import make_agent
 from tools_app.services.agents import token_issue
