@@ -9,19 +9,22 @@ from goclaw import realtime
 
 
 @pytest.mark.django_db
-def test_the_schedules_tools_app_registers_are_created_next_to_goclaws_own():
+def test_the_schedules_apps_register_are_created_next_to_goclaws_own():
     from django_q.models import Schedule
 
-    from goclaw.services import schedules_ensure
+    from goclaw.services import SCHEDULES, schedules_ensure
 
     Schedule.objects.all().delete()
     schedules_ensure()
     rows = {s.name: (s.func, s.cron) for s in Schedule.objects.all()}
-    assert rows == {
+    expected = {
         "goclaw heartbeat": ("goclaw.tasks.heartbeat", "* * * * * */30"),
         "tools rate-limit cleanup": ("tools_app.tasks.cleanup_rate_limits", "*/10 * * * *"),
         "tools approvals expiry sweep": ("tools_app.tasks.sweep_expired_approvals", "* * * * * */30"),
+        "mcp health sweep": ("mcp_app.tasks.health_sweep", "* * * * * */30"),
     }
+    assert expected.items() <= rows.items()
+    assert set(rows) == {"goclaw heartbeat", *SCHEDULES}  # every registered schedule, nothing else
 
 
 @pytest.mark.parametrize("group", ["approvals", "invocations", "agent.build-bot_2"])
