@@ -18,7 +18,7 @@ from django.db.models import Q, QuerySet
 from goclaw.errors import ApplicationError
 from goclaw.generations import generation_cache
 from tools_app.base import Tool, ToolContext, ToolError, ToolResult
-from tools_app.builtin.fs import _open_entry, _walk_tree, _WalkState
+from tools_app.builtin.fs import open_entry, walk_tree, WalkState
 from tools_app.labels import labels_of
 from tools_app.models import Agent
 from tools_app.models.skills import Skill
@@ -265,9 +265,9 @@ def skill_directory_read(ws: Workspace, path: str) -> SkillDirectory:
     files: dict[str, str] = {}
     skipped: list[str] = []
     total = 0
-    state = _WalkState()
+    state = WalkState()
     try:
-        for entry in _walk_tree(dfd, rel, denied=ws.denied, recursive=True, max_depth=DIR_MAX_DEPTH, state=state):
+        for entry in walk_tree(dfd, rel, denied=ws.denied, recursive=True, max_depth=DIR_MAX_DEPTH, state=state):
             inner = entry.rel if rel == "." else entry.rel[len(rel) + 1:]
             if entry.kind == "dir" or any(part.startswith(".") for part in inner.split("/")):
                 continue
@@ -314,7 +314,7 @@ def _read_text(entry: Any, limit: int, shown: str) -> str | None:
     if entry.size > limit:
         raise ToolError(f"{shown} is larger than {limit // 1024} KB")
     try:
-        fd = _open_entry(entry)
+        fd = open_entry(entry)
     except PathError as exc:
         raise ToolError(f"{shown}: {exc}") from None
     except OSError:

@@ -159,7 +159,7 @@ class _Entry:
 
 
 @dataclass
-class _WalkState:
+class WalkState:
     visited: int = 0
     capped: bool = False
     errors: int = 0
@@ -177,8 +177,8 @@ def _kind(mode: int) -> str:
     return "other"
 
 
-def _walk_tree(
-    dfd: int, rel: str, *, denied: tuple[str, ...], recursive: bool, max_depth: int, state: _WalkState, depth: int = 0
+def walk_tree(
+    dfd: int, rel: str, *, denied: tuple[str, ...], recursive: bool, max_depth: int, state: WalkState, depth: int = 0
 ) -> Iterator[_Entry]:
     """Pre-order walk below an open directory descriptor; never follows symlinks, hides denied."""
     try:
@@ -217,14 +217,14 @@ def _walk_tree(
                 state.errors += 1
                 continue
             try:
-                yield from _walk_tree(cfd, child, denied=denied, recursive=True, max_depth=max_depth, state=state, depth=depth + 1)
+                yield from walk_tree(cfd, child, denied=denied, recursive=True, max_depth=max_depth, state=state, depth=depth + 1)
             finally:
                 os.close(cfd)
             if state.capped:
                 return
 
 
-def _open_entry(entry: _Entry) -> int:
+def open_entry(entry: _Entry) -> int:
     """Open a regular, singly-linked file found by a walk (O_NOFOLLOW|O_NONBLOCK); raise OSError/PathError."""
     fd = os.open(entry.name, _FILE_FLAGS, dir_fd=entry.dir_fd)
     try:
@@ -741,11 +741,11 @@ class ListFilesTool(Tool):
             routed = {r: v for r, v in routed.items() if "/" not in (r if rel == "." else r[len(rel) + 1:])}
         listed: dict[str, str] = {}
         truncated = False
-        state = _WalkState()
+        state = WalkState()
         if not routed or os.path.lexists(real):  # a directory only routers hold has nothing on disk to walk
             dfd = ws.open_dir(path)
             try:
-                with closing(_walk_tree(dfd, rel, denied=ws.denied, recursive=recursive,
+                with closing(walk_tree(dfd, rel, denied=ws.denied, recursive=recursive,
                                         max_depth=WALK_MAX_DEPTH, state=state)) as walk:
                     for e in walk:
                         if len(listed) >= max_entries:
@@ -944,7 +944,7 @@ class SearchTool(Tool):
         stats = {"files": 0, "bytes": 0, "big": 0, "binary": 0, "long_lines": 0, "unreadable": 0}
         stop_reason = ""
         deadline = time.monotonic() + SEARCH_TIME_BUDGET
-        state = _WalkState()
+        state = WalkState()
 
         def scan(data: bytes, entry_rel: str) -> str:
             """Scan one file's bytes; return a stop reason or ''."""
@@ -1029,7 +1029,7 @@ class SearchTool(Tool):
                 if st is not None:
                     dfd = ws.open_dir(path)
                     try:
-                        with closing(_walk_tree(dfd, rel, denied=ws.denied, recursive=True,
+                        with closing(walk_tree(dfd, rel, denied=ws.denied, recursive=True,
                                                 max_depth=WALK_MAX_DEPTH, state=state)) as walk:
                             for e in walk:
                                 if e.kind != "file" or not wanted(e.rel):
@@ -1049,7 +1049,7 @@ class SearchTool(Tool):
                                 if stop_reason:
                                     break
                                 try:
-                                    fd = _open_entry(e)
+                                    fd = open_entry(e)
                                 except (OSError, PathError):
                                     stats["unreadable"] += 1
                                     continue
@@ -1175,7 +1175,7 @@ class GlobTool(Tool):
         if not os.path.isdir(real_root) and (os.path.lexists(real_root) or not routed):
             what = "not a directory" if os.path.lexists(real_root) else "directory not found"
             raise ToolError(f"{what}: {_display(root_rel)}")
-        state = _WalkState()
+        state = WalkState()
         found = self._disk_matches(ws, base_path, rest, state) if os.path.isdir(real_root) else {}
         if routed:
             whole = _Glob(pattern)
@@ -1198,7 +1198,7 @@ class GlobTool(Tool):
         return ToolResult(for_llm="\n".join([*out, *notes]))
 
     @staticmethod
-    def _disk_matches(ws: Workspace, base_path: str, rest: str, state: _WalkState) -> dict[str, str]:
+    def _disk_matches(ws: Workspace, base_path: str, rest: str, state: WalkState) -> dict[str, str]:
         """Disk paths below `base_path` (the search root plus the pattern's literal prefix) matching `rest`:
         workspace-relative path → how it is shown."""
         try:
@@ -1215,7 +1215,7 @@ class GlobTool(Tool):
         found: dict[str, str] = {}
         dfd = ws.open_dir(base_path)
         try:
-            with closing(_walk_tree(dfd, base_rel, denied=ws.denied, recursive=recursive,
+            with closing(walk_tree(dfd, base_rel, denied=ws.denied, recursive=recursive,
                                     max_depth=max_depth, state=state)) as walk:
                 for e in walk:
                     sub = e.rel if base_rel == "." else e.rel[len(base_rel) + 1:]
