@@ -270,29 +270,37 @@ def test_denied_paths_is_the_one_merge_of_builtin_server_and_agent_prefixes(sett
     assert Workspace(root=Path("/x")).denied == normalize_denied([".goclaw/"])
 
 
+class NotesRouter(DictRouter):
+    """Paths no app's router claims (the context-file and memory routers, registered at start-up, come first)."""
+
+    def claims(self, ws, rel):
+        self.asked.append(rel)
+        return rel == "NOTES.md" or rel.startswith("notes/")
+
+
 def test_a_registered_router_receives_calls_made_through_the_pipeline(db, tmp_path):
-    router = DictRouter({"SOUL.md": "old"})
-    agent = make_agent(workspace=str(tmp_path), other_config={"denied_paths": ["memory/private"]})
+    router = NotesRouter({"NOTES.md": "old"})
+    agent = make_agent(workspace=str(tmp_path), other_config={"denied_paths": ["notes/private"]})
     workspace_router_register(router)
     try:
         workspace_router_register(router)  # twice: still once
         assert workspace_routers().count(router) == 1
         ws = workspace_build(agent, "", agent.other_config)
-        assert ws.root == tmp_path and router in ws.routers and "memory/private" in ws.denied
+        assert ws.root == tmp_path and router in ws.routers and "notes/private" in ws.denied
         assert workspace_build(agent, "", {}, routers=()).routers == ()
 
         def call(tool, **arguments):
             return pipeline.execute(pipeline.ToolCall(agent=agent, tool=tool, arguments=arguments))
 
-        outcome = call("write_file", path="memory/today.md", content="tea\n")
+        outcome = call("write_file", path="notes/today.md", content="tea\n")
         assert outcome.status == "ok", outcome.for_llm
-        assert call("edit", path="SOUL.md", old_string="old", new_string="new").status == "ok"
-        assert "memory/today.md:1: tea" in call("search", pattern="tea").for_llm
-        refused = call("write_file", path="memory/private/x.md", content="x")
+        assert call("edit", path="NOTES.md", old_string="old", new_string="new").status == "ok"
+        assert "notes/today.md:1: tea" in call("search", pattern="tea").for_llm
+        refused = call("write_file", path="notes/private/x.md", content="x")
         assert refused.is_error and "protected location" in refused.for_llm
-        assert router.store == {"SOUL.md": "new", "memory/today.md": "tea\n"}
-        assert "memory/private/x.md" not in router.asked
-        assert not os.path.lexists(tmp_path / "memory") and not os.path.lexists(tmp_path / "SOUL.md")
+        assert router.store == {"NOTES.md": "new", "notes/today.md": "tea\n"}
+        assert "notes/private/x.md" not in router.asked
+        assert not os.path.lexists(tmp_path / "notes") and not os.path.lexists(tmp_path / "NOTES.md")
     finally:
         workspace_router_unregister(router)
     assert router not in workspace_routers()
