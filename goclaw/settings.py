@@ -259,6 +259,22 @@ MCP_RECONNECT_MAX_ATTEMPTS = env_int("GOCLAW_MCP_RECONNECT_MAX_ATTEMPTS", 10, mi
 MCP_RECONNECT_COOLDOWN_SECONDS = env_int("GOCLAW_MCP_RECONNECT_COOLDOWN_SECONDS", 300, minimum=1, maximum=86400)
 MCP_IDLE_SECONDS = env_int("GOCLAW_MCP_IDLE_SECONDS", 900, minimum=10, maximum=86400)  # idle connections closed
 
+# --- Memory (docs/memory.md) ------------------------------------------------------------------------
+MEMORY_EMBEDDER = env_choice("GOCLAW_EMBEDDER", "local", ("local", "openai"))
+MEMORY_EMBEDDINGS_URL = env_str("GOCLAW_EMBEDDINGS_URL")  # an OpenAI-compatible base URL, e.g. https://api.openai.com/v1
+MEMORY_EMBEDDINGS_MODEL = env_str("GOCLAW_EMBEDDINGS_MODEL", "text-embedding-3-small")
+MEMORY_EMBEDDINGS_API_KEY = env_str("GOCLAW_EMBEDDINGS_API_KEY")
+MEMORY_EMBEDDINGS_TIMEOUT = env_int("GOCLAW_EMBEDDINGS_TIMEOUT", 30, minimum=1, maximum=600)
+MEMORY_EMBEDDINGS_SEND_DIMENSIONS = env_bool("GOCLAW_EMBEDDINGS_SEND_DIMENSIONS", True)
+MEMORY_EMBEDDER_THREADS = env_int("GOCLAW_MEMORY_EMBEDDER_THREADS", min(4, os.cpu_count() or 1), minimum=1, maximum=64)
+MEMORY_VECTOR_WEIGHT = float(env_str("GOCLAW_MEMORY_VECTOR_WEIGHT", "0.7"))
+MEMORY_TEXT_WEIGHT = float(env_str("GOCLAW_MEMORY_TEXT_WEIGHT", "0.3"))
+MEMORY_PERSONAL_BOOST = float(env_str("GOCLAW_MEMORY_PERSONAL_BOOST", "1.2"))
+MEMORY_HNSW_EF_SEARCH = env_int("GOCLAW_MEMORY_HNSW_EF_SEARCH", 100, minimum=10, maximum=1000)
+MEMORY_TEXT_CANDIDATES = env_int("GOCLAW_MEMORY_TEXT_CANDIDATES", 500, minimum=50)
+MEMORY_CHUNK_MAX_CHARS = env_int("GOCLAW_MEMORY_CHUNK_MAX_CHARS", 1000, minimum=100)
+MEMORY_CHUNK_OVERLAP_CHARS = env_int("GOCLAW_MEMORY_CHUNK_OVERLAP_CHARS", 200, minimum=0)
+
 # /healthz reuses one round of probes for this long (a burst of probes must not stall the request threads).
 HEALTH_CACHE_SECONDS = 0.0 if TESTING else float(env_int("GOCLAW_HEALTH_CACHE_SECONDS", 2, minimum=0, maximum=60))
 

@@ -34,6 +34,7 @@ def _scrub_platform_secrets() -> None:
     from tools_app.security.scrub import default_scrubber
 
     values = [settings.SECRET_KEY, settings.GOCLAW_ENCRYPTION_KEY, *settings.GOCLAW_ENCRYPTION_OLD_KEYS, settings.ADMIN_PASSWORD,
+              settings.MEMORY_EMBEDDINGS_API_KEY,
               *(db.get("PASSWORD", "") for db in settings.DATABASES.values())]
     default_scrubber.add_values(v for v in values if v)
 
