@@ -23,19 +23,28 @@ from pathlib import Path
 from _common import BENCH_DATA, django_setup, percentile, summary_ms, write_result
 
 AGENT_KEY = "bench-memory"
+SYSTEM_DOCS = Path("/usr/share/doc")
+MAX_DOC_BYTES = 2_000_000
 SKIP_NAMES = {"LICENSE", "LICENSE.txt", "LICENSE.md", "RECORD", "COPYING", "AUTHORS", "WHEEL", "top_level.txt",
               "entry_points.txt", "INSTALLER", "REQUESTED"}
 
 
 def site_packages() -> list[Path]:
+    """Where the installed text is: the venv's site-packages, the standard library (its docstrings ship with the
+    interpreter), then the documentation of the machine's installed Debian packages (/usr/share/doc: READMEs, NEWS,
+    changelogs). The Python packages alone give ~54k distinct chunks of 500 characters, the stdlib ~9k more."""
     import site
+    import sysconfig
 
-    roots = [Path(p) for p in site.getsitepackages() if Path(p).is_dir()]
-    return roots or [Path(sys.prefix) / "lib"]
+    roots = [Path(p) for p in site.getsitepackages() if Path(p).is_dir()] or [Path(sys.prefix) / "lib"]
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    roots += [stdlib] if stdlib.is_dir() and stdlib not in roots else []
+    return roots + ([SYSTEM_DOCS] if SYSTEM_DOCS.is_dir() else [])
 
 
 def documents(limit_chars: int):
-    """(pseudo path, text) of every docstring and text document of the installed packages, in a stable order."""
+    """(pseudo path, text) of every docstring and text document of the installed packages and the standard library,
+    in a stable order."""
     total = 0
     for root in site_packages():
         for path in sorted(root.rglob("*")):
@@ -44,6 +53,18 @@ def documents(limit_chars: int):
             if not path.is_file() or path.name in SKIP_NAMES or "__pycache__" in path.parts:
                 continue
             rel = path.relative_to(root).as_posix()
+            if root == SYSTEM_DOCS:
+                if path.name.startswith("copyright") or path.suffix in (".html", ".png", ".svg", ".css", ".js"):
+                    continue
+                text = _system_doc(path)
+                if text:
+                    total += len(text)
+                    yield "doc/" + rel, text
+                continue
+            if root.name != "site-packages":  # the standard library (its own site-packages is not ours)
+                if rel.startswith("site-packages/"):
+                    continue
+                rel = "stdlib/" + rel
             if path.suffix == ".py":
                 try:
                     tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -66,6 +87,19 @@ def documents(limit_chars: int):
             if text.strip():
                 total += len(text)
                 yield rel, text
+
+
+def _system_doc(path: Path) -> str:
+    """A Debian package's document as text (gzip-compressed or not); '' for binary or oversized files."""
+    import gzip
+
+    try:
+        if path.stat().st_size > MAX_DOC_BYTES:
+            return ""
+        data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+        return data[:MAX_DOC_BYTES * 4].decode("utf-8")
+    except (OSError, EOFError, UnicodeDecodeError, gzip.BadGzipFile):
+        return ""
 
 
 def corpus(n: int, max_chars: int, overlap: int) -> list[tuple[str, int, int, str, str]]:
