@@ -9,7 +9,7 @@ import re
 import threading
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -30,6 +30,7 @@ _STOPWORDS = frozenset("""a an and are as at be but by did do does for from had 
 its me my no not of on or our she so that the their them then there these they this to was we were what when where
 which who why will with you your""".split())
 _TABLE = MemoryChunk._meta.db_table
+_DOCUMENTS = MemoryDocument._meta.db_table
 
 
 @dataclass
@@ -132,14 +133,15 @@ def vector_candidates(agent_id: int, user: str | None, path_prefix: str, vector:
 def text_candidates(agent_id: int, user: str | None, path_prefix: str, terms: list[str],
                     limit: int) -> list[tuple[int, float]]:
     """(chunk id, ts_rank) of the chunks holding the terms, best first (GIN index on the generated column). Chunks
-    holding every term are ranked first, all of them; if they are fewer than `limit`, chunks holding any term are
-    added, ranking at most GOCLAW_MEMORY_TEXT_CANDIDATES of them, so a query of common words stays cheap."""
+    holding every term come first; if they are fewer than `limit`, chunks holding any term are added. Each side
+    ranks at most GOCLAW_MEMORY_TEXT_CANDIDATES matches, so a query of common words stays cheap (ts_rank reads each
+    candidate's tsvector; the vector side and the merge still see the best passages of the whole memory)."""
     if not terms:
         return []
     where, params = _scope_sql(agent_id, user, path_prefix)
-    found = _ranked(" & ".join(terms), where, params, limit, cap=None)  # \w+ words: no to_tsquery operator inside
+    cap = int(getattr(settings, "MEMORY_TEXT_CANDIDATES", 100))
+    found = _ranked(" & ".join(terms), where, params, limit, cap)  # \w+ words: no to_tsquery operator inside
     if len(found) < limit and len(terms) > 1:
-        cap = int(getattr(settings, "MEMORY_TEXT_CANDIDATES", 500))
         seen = {cid for cid, _ in found}
         found += [row for row in _ranked(" | ".join(terms), where, params, limit, cap) if row[0] not in seen]
         found = sorted(found, key=lambda row: -row[1])[:limit]
@@ -189,8 +191,7 @@ def memory_search(*, agent: Agent, user_id: str | None, query: str, max_results:
     ids = {cid for cid, _ in vector_side} | {cid for cid, _ in text_side}
     if not ids:
         return MemorySearch([], notes)
-    rows = {c.pk: c for c in MemoryChunk.objects.filter(pk__in=ids).only(
-        "id", "path", "start_line", "end_line", "text", "user_id")}
+    rows = _candidate_rows(agent.pk, user, ids)
     w_vec, w_text = _weights(vector_weight, text_weight)
     if not vector_side:
         w_vec, w_text = 0.0, 1.0
@@ -202,11 +203,10 @@ def memory_search(*, agent: Agent, user_id: str | None, query: str, max_results:
     # chunk with one common word of five does not look like an exact match just because it ranks first.
     text_scores = {cid: (rank / top_rank) * _coverage(rows[cid].text, terms) for cid, rank in text_side if cid in rows}
     boost = float(getattr(settings, "MEMORY_PERSONAL_BOOST", 1.2))
-    hidden = _shadowed_paths(agent, user, {c.path for c in rows.values() if c.user_id is None}) if user else set()
     best: dict[tuple[str, int, int], MemoryHit] = {}
     for cid, chunk in rows.items():
         personal = chunk.user_id is not None
-        if not personal and chunk.path in hidden:
+        if chunk.shadowed:
             continue  # the user's own document of that path replaces the shared one, as reads do
         v, t = max(0.0, vec_scores.get(cid, 0.0)), text_scores.get(cid, 0.0)
         score = (w_vec * v + w_text * t) * (boost if personal else 1.0)
@@ -221,8 +221,24 @@ def memory_search(*, agent: Agent, user_id: str | None, query: str, max_results:
     return MemorySearch(hits[:max_results], notes)
 
 
-def _shadowed_paths(agent: Agent, user: str, shared_paths: set[str]) -> set[str]:
-    if not shared_paths:
-        return set()
-    return set(MemoryDocument.objects.filter(agent=agent, user_id=user, path__in=shared_paths)
-               .values_list("path", flat=True))
+class _Row(NamedTuple):
+    id: int
+    path: str
+    start_line: int
+    end_line: int
+    text: str
+    user_id: str | None
+    shadowed: bool  # a shared chunk whose path the user has a document of their own at
+
+
+def _candidate_rows(agent_id: int, user: str | None, ids: set[int]) -> dict[int, _Row]:
+    """The candidates' rows and, for shared ones, whether the user's own document of that path hides them: one
+    statement (this runs on every search)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT c.id, c.path, c.start_line, c.end_line, c.text, c.user_id, "
+            f"(c.user_id IS NULL AND %s::text IS NOT NULL AND EXISTS (SELECT 1 FROM {_DOCUMENTS} d "
+            f"WHERE d.agent_id = %s AND d.user_id = %s AND d.path = c.path)) "
+            f"FROM {_TABLE} c WHERE c.id = ANY(%s)", [user, agent_id, user, list(ids)])
+        return {row[0]: _Row(*row) for row in cursor.fetchall()}
+
