@@ -72,7 +72,7 @@ def server_problems(data: dict[str, Any]) -> dict[str, str]:
             problems["sandbox_profile"] = "only stdio servers run in a sandbox profile"
     prefix = data.get("tool_prefix") or ""
     if prefix and not PREFIX_RE.fullmatch(prefix):
-        problems["tool_prefix"] = "starts with mcp_, then lower-case letters, digits and _ (at most 48)"
+        problems["tool_prefix"] = "lower-case letters, digits and _ (mcp_ is put in front when missing; at most 48)"
     timeout = data.get("timeout_seconds")
     if isinstance(timeout, bool) or not isinstance(timeout, int) or not 1 <= timeout <= MAX_TIMEOUT:
         problems["timeout_seconds"] = f"a whole number of seconds from 1 to {MAX_TIMEOUT}"
@@ -92,6 +92,15 @@ def _check_grant_suffixes(server: MCPServer, command: str, args: list[str]) -> N
         if suffix and (why := launcher_problem(command, [*args, *suffix])):
             raise MCPServerInvalid(f"agent {grant.agent.key}'s grant appends arguments that {why.split(', which')[0]}: "
                                    f"{why}", details={"command": why})
+
+
+def _with_mcp_prefix(fields: dict[str, Any]) -> dict[str, Any]:
+    """A tool prefix given without the leading `mcp_` gets it (`gh_` → `mcp_gh_`): every MCP tool name starts with
+    `mcp_`, a namespace no other tool source may use."""
+    prefix = fields.get("tool_prefix")
+    if isinstance(prefix, str) and prefix and not prefix.startswith("mcp_"):
+        return {**fields, "tool_prefix": "mcp_" + prefix}
+    return fields
 
 
 def _raise_problems(problems: dict[str, str]) -> None:
@@ -156,6 +165,7 @@ def server_create(*, actor, name: str, headers: dict | None = None, env: dict | 
     unknown = set(fields) - set(EDITABLE)
     if unknown:
         raise MCPServerInvalid(f"unknown field(s): {', '.join(sorted(unknown))}")
+    fields = _with_mcp_prefix(fields)
     data = {**_defaults(), **fields, "name": name}
     _raise_problems(server_problems(data))
     _check_secrets(headers, env, allow_unset=False)
@@ -181,6 +191,7 @@ def server_update(*, actor, server: MCPServer, headers: dict | None = None, env:
     unknown = set(changes) - set(EDITABLE)
     if unknown:
         raise MCPServerInvalid(f"unknown field(s): {', '.join(sorted(unknown))}")
+    changes = _with_mcp_prefix(changes)
     server = MCPServer.objects.select_for_update().get(pk=server.pk)
     data = {field: getattr(server, field) for field in EDITABLE}
     data.update(changes, name=server.name)

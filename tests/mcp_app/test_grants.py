@@ -322,8 +322,9 @@ def test_server_urls_may_not_reach_goclaws_own_network_unless_allowed(url):
 
 @pytest.mark.django_db
 def test_tool_prefixes_start_with_mcp_and_no_custom_tool_may_take_one():
-    with pytest.raises(MCPServerInvalid, match="mcp_"):
-        make_server(name="x", tool_prefix="read_")
+    assert make_server(name="x", tool_prefix="read_", tools=()).prefix == "mcp_read_"  # mcp_ put in front
+    with pytest.raises(MCPServerInvalid, match="tool_prefix"):
+        make_server(name="y", tool_prefix="Read-Files")
     make_server(name="gh", tool_prefix="mcp_gh_")
     with pytest.raises(CustomToolCollision, match="reserved"):
         custom_tool_create(actor=None, name="mcp_gh_alpha", description="shadow", command="echo hi",
