@@ -10,12 +10,13 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     """Memory documents, their chunks (generated full-text column with a GIN index, 384-dim embedding with an HNSW
-    cosine index) and the embedding cache. The pgvector extension first (IF NOT EXISTS)."""
+    cosine index) and the embedding cache. The pgvector extension first (IF NOT EXISTS; goclaw's PostgreSQL bootstrap
+    creates it as the superuser). Unapplying never drops it: the app role does not own it, and other data may use it."""
 
     dependencies = [("tools_app", "0011_context_files")]
 
     operations = [
-        pgvector.django.VectorExtension(),
+        migrations.RunSQL("CREATE EXTENSION IF NOT EXISTS vector", reverse_sql=migrations.RunSQL.noop),
         migrations.CreateModel(
             name='EmbeddingCache',
             fields=[
