@@ -10,7 +10,9 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/v1/mcp/", include("mcp_app.api.urls")),
+    path("api/v1/", include("teams_app.api.urls")),
     path("api/v1/", include("tools_app.api.urls")),
+    path("teams/", include("teams_app.urls")),
 ]
 
 handler404 = "goclaw.api.json_404"

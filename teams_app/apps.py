@@ -3,8 +3,16 @@ from django.apps import AppConfig
 
 class TeamsAppConfig(AppConfig):
     name = "teams_app"
+    verbose_name = "Teams"
 
     def ready(self) -> None:
         from goclaw.realtime import websocket_staff_group_register
+        from goclaw.services import schedule_register
+        from teams_app import context, tools, tools_delegation
 
         websocket_staff_group_register(r"team\.[0-9a-zA-Z_-]{1,64}")  # staff may watch one team's board live
+        websocket_staff_group_register(r"teams")  # every team's board changes, handoffs, delegations
+        schedule_register("team board sweep", "teams_app.tasks.board_sweep", "* * * * *")  # every minute
+        tools.register()  # team_tasks, team_message
+        tools_delegation.register()  # handoff, delegate
+        context.register()  # TEAM.md, DELEGATION.md

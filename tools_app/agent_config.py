@@ -36,6 +36,9 @@ AGENT_CONFIG_SCHEMA: dict[str, Any] = {
         "exec_allowlist": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 1000}, "uniqueItems": True,
                            "description": "glob patterns on each simple command (e.g. 'git status', 'ls *')"},
         "approval_timeout_seconds": {"type": "integer", "minimum": 10, "maximum": 86400},
+        # Teams (docs/teams.md): how many delegations this agent takes at once, from every source together.
+        "max_delegation_load": {"type": "integer", "minimum": 1, "maximum": 1000,
+                                "description": "running delegations this agent accepts at once (default 5)"},
     },
 }
 _validator = jsonschema.Draft202012Validator(AGENT_CONFIG_SCHEMA)

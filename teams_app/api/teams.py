@@ -1,0 +1,2 @@
+"""Placeholder: filled in by the teams work."""
+urlpatterns: list = []

@@ -1,0 +1,2 @@
+"""Pages for people: the live team board (views.py)."""
+urlpatterns: list = []
