@@ -1,0 +1,1 @@
+"""Placeholder: Team, TeamTask, TeamEvent, TeamMessage admin."""

@@ -1,0 +1,1 @@
+"""Placeholder: HandoffRoute, AgentLink, Delegation admin."""
