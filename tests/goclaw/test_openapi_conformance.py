@@ -137,6 +137,10 @@ def staff_user(keep_test_transaction, django_user_model):
 # allowlist, reachable URL, one pending request per subject): a schema-valid body may get 400 / 404 / 409.
 MCP_WRITES = {"checks": {"positive_data_acceptance": {"expected-statuses": ["2xx", "400", "401", "403", "404", "409"]}},
               "include-path-regex": "^/api/v1/mcp/"}
+# Team and link writes name agents that must exist and members with roles, and move tasks through a state machine
+# (an illegal transition is a 409): a schema-valid body may get 400 / 404 / 409.
+TEAMS_WRITES = {"checks": {"positive_data_acceptance": {"expected-statuses": ["2xx", "400", "401", "403", "404", "409"]}},
+                "include-path-regex": "^/api/v1/(teams|agent-links|delegations|routes)/"}
 
 
 @pytest.fixture
@@ -145,7 +149,7 @@ def agent_schema(fuzz_agent, staff_user):
 
     token = token_issue(agent=fuzz_agent, name="fuzz")[1]
     return _load_schema(scheme="AgentToken", credential={"bearer": token}, seeded=_seed(fuzz_agent, staff_user),
-                        operations=[MCP_WRITES])
+                        operations=[MCP_WRITES, TEAMS_WRITES])
 
 
 @pytest.fixture
@@ -163,7 +167,7 @@ def staff_schema(fuzz_agent, staff_user):
     custom_tools = {"checks": {"positive_data_acceptance": {"expected-statuses": ["2xx", "400", "401", "403", "404", "409"]}},
                     "include-path-regex": "^/api/v1/custom-tools/"}
     return _load_schema(scheme="cookieAuth", credential={"api_key": client.cookies["sessionid"].value},
-                        seeded=_seed(fuzz_agent, staff_user), operations=[named_agent, custom_tools, MCP_WRITES])
+                        seeded=_seed(fuzz_agent, staff_user), operations=[named_agent, custom_tools, MCP_WRITES, TEAMS_WRITES])
 
 
 # Each run covers the operations its credential is documented for; test_each_credential_is_refused_where_the_schema_

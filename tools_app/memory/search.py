@@ -5,14 +5,16 @@ the user's own document of the same path, then min score, max results. Reads onl
 from __future__ import annotations
 
 import logging
+import os
 import re
 import threading
 from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 
 from tools_app.memory.embedders import Embedder, EmbeddingError, get_embedder
 from tools_app.models import Agent
@@ -85,20 +87,63 @@ _QUERY_CACHE_SIZE = 256
 
 
 def query_vector(embedder: Embedder, query: str) -> list[float]:
-    key = (embedder.model_id, query)
-    with _query_cache_lock:
-        if key in _query_cache:
-            _query_cache.move_to_end(key)
-            return _query_cache[key]
+    """The query's vector from the per-process cache, else embedded (and cached)."""
+    cached = _cached_query_vector(embedder, query)
+    if cached is not None:
+        return cached
     vector = embedder.embed_one(query)
     with _query_cache_lock:
-        _query_cache[key] = vector
+        _query_cache[(embedder.model_id, query)] = vector
         while len(_query_cache) > _QUERY_CACHE_SIZE:
             _query_cache.popitem(last=False)
     return vector
 
 
-# --- the two sides ------------------------------------------------------------------------------------------------------
+def _cached_query_vector(embedder: Embedder, query: str) -> list[float] | None:
+    key = (embedder.model_id, query)
+    with _query_cache_lock:
+        if key in _query_cache:
+            _query_cache.move_to_end(key)
+            return _query_cache[key]
+    return None
+
+
+# The query is embedded on a small per-process pool while the caller's connection runs the full-text side: the
+# model (onnxruntime releases the GIL) and PostgreSQL work at the same time. Only the embedding leaves the caller's
+# thread; every read stays on the caller's connection, so a search inside a transaction sees that transaction's rows.
+_pool: tuple[int, ThreadPoolExecutor] | None = None
+_pool_lock = threading.Lock()
+
+
+def _embedding_pool() -> ThreadPoolExecutor:
+    """The process's embedding threads (made again after a fork: threads do not survive one)."""
+    global _pool
+    pool = _pool
+    if pool is not None and pool[0] == os.getpid():
+        return pool[1]
+    with _pool_lock:
+        if _pool is None or _pool[0] != os.getpid():
+            _pool = (os.getpid(), ThreadPoolExecutor(max_workers=2, thread_name_prefix="memory-query-embed"))
+        return _pool[1]
+
+
+def _start_query_vector(embedder: Embedder, query: str) -> list[float] | Future:
+    """The cached vector, or a future of it computed on the embedding pool."""
+    cached = _cached_query_vector(embedder, query)
+    return cached if cached is not None else _embedding_pool().submit(query_vector, embedder, query)
+
+
+# --- the two sides: one statement each, returning the candidates' rows -------------------------------------------------
+class _Row(NamedTuple):
+    id: int
+    path: str
+    start_line: int
+    end_line: int
+    text: str
+    user_id: str | None
+    shadowed: bool  # a shared chunk whose path the user has a document of their own at
+
+
 def _scope_sql(agent_id: int, user: str | None, path_prefix: str) -> tuple[str, list[Any]]:
     """The WHERE clause every side shares: this agent, shared chunks or the user's own, under the prefix."""
     if user is None:
@@ -112,52 +157,97 @@ def _scope_sql(agent_id: int, user: str | None, path_prefix: str) -> tuple[str, 
     return sql, params
 
 
-def vector_candidates(agent_id: int, user: str | None, path_prefix: str, vector: list[float], model_id: str,
-                      limit: int) -> list[tuple[int, float]]:
+def _row_sql(agent_id: int, user: str | None) -> tuple[str, list[Any]]:
+    """The columns of a `_Row` after the id (table alias `c`), with whether the user's own document of that path
+    hides a shared chunk (never for a search without a user)."""
+    if user is None:
+        return "c.path, c.start_line, c.end_line, c.text, c.user_id, false", []
+    return (f"c.path, c.start_line, c.end_line, c.text, c.user_id, (c.user_id IS NULL AND EXISTS (SELECT 1 FROM "
+            f"{_DOCUMENTS} d WHERE d.agent_id = %s AND d.user_id = %s AND d.path = c.path))", [agent_id, user])
+
+
+def _hnsw_settings(cursor: Any, ef: int) -> None:
+    """hnsw.ef_search and hnsw.iterative_scan for this connection. Set once per database connection at session
+    level (remembered on the connection; a new connection sets them again), which needs autocommit: a SET inside a
+    transaction is undone by its rollback, so inside one they are set for that transaction only (as before)."""
+    state = getattr(connection, "_memory_hnsw_session", None)
+    raw = connection.connection
+    if state is not None and state[0] is raw and state[1] == ef:
+        return
+    local = connection.in_atomic_block
+    cursor.execute("SELECT set_config('hnsw.ef_search', %s, %s), set_config('hnsw.iterative_scan', 'strict_order', %s)",
+                   [str(ef), local, local])
+    if not local:
+        connection._memory_hnsw_session = (raw, ef)
+
+
+def vector_side(agent_id: int, user: str | None, path_prefix: str, vector: list[float], model_id: str,
+                limit: int) -> tuple[list[tuple[int, float]], dict[int, _Row]]:
     """(chunk id, cosine similarity) of the nearest chunks embedded by `model_id`, through the HNSW index
-    (ef_search from GOCLAW_MEMORY_HNSW_EF_SEARCH; iterative scans keep filtered queries from coming back short)."""
+    (ef_search from GOCLAW_MEMORY_HNSW_EF_SEARCH; iterative scans keep filtered queries from coming back short),
+    and their rows: one statement."""
     where, params = _scope_sql(agent_id, user, path_prefix)
+    columns, column_params = _row_sql(agent_id, user)
     literal = "[" + ",".join(repr(float(x)) for x in vector) + "]"
     ef = int(getattr(settings, "MEMORY_HNSW_EF_SEARCH", 100))
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SELECT set_config('hnsw.ef_search', %s, true), "
-                       "set_config('hnsw.iterative_scan', 'strict_order', true)", [str(max(ef, limit))])
+    with connection.cursor() as cursor:
+        _hnsw_settings(cursor, max(ef, limit))
+        # ORDER BY the distance column itself: the index orders by it, and the vector is sent and parsed once.
         cursor.execute(
-            f"SELECT id, 1 - (embedding <=> %s::vector) FROM {_TABLE} "
-            f"WHERE {where} AND embedding_model = %s AND embedding IS NOT NULL "
-            f"ORDER BY embedding <=> %s::vector LIMIT %s",
-            [literal, *params, model_id, literal, limit])
-        return [(row[0], float(row[1])) for row in cursor.fetchall()]
+            f"SELECT c.id, c.embedding <=> %s::vector, {columns} FROM {_TABLE} c "
+            f"WHERE {where} AND embedding_model = %s AND embedding IS NOT NULL ORDER BY 2 LIMIT %s",
+            [literal, *column_params, *params, model_id, limit])
+        found = cursor.fetchall()
+    return [(row[0], 1.0 - float(row[1])) for row in found], {row[0]: _Row(row[0], *row[2:]) for row in found}
+
+
+def vector_candidates(agent_id: int, user: str | None, path_prefix: str, vector: list[float], model_id: str,
+                      limit: int) -> list[tuple[int, float]]:
+    """(chunk id, cosine similarity) of the nearest chunks: the vector side without its rows (benchmarks)."""
+    return vector_side(agent_id, user, path_prefix, vector, model_id, limit)[0]
+
+
+def text_side(agent_id: int, user: str | None, path_prefix: str, terms: list[str],
+              limit: int) -> tuple[list[tuple[int, float]], dict[int, _Row]]:
+    """(chunk id, ts_rank) of the chunks holding the terms, best first (GIN index on the generated column), and their
+    rows: one statement. Chunks holding every term are ranked first; if they are fewer than `limit`, chunks holding
+    any term are ranked too and the two lists merged by rank (an every-term chunk first on a tie). Each pass ranks at
+    most GOCLAW_MEMORY_TEXT_CANDIDATES matches, so a query of common words stays cheap (ts_rank reads each
+    candidate's tsvector; the vector side and the merge still see the best passages of the whole memory)."""
+    if not terms:
+        return [], {}
+    where, params = _scope_sql(agent_id, user, path_prefix)
+    columns, column_params = _row_sql(agent_id, user)
+    cap = int(getattr(settings, "MEMORY_TEXT_CANDIDATES", 100))
+    every, any_ = " & ".join(terms), " | ".join(terms)  # \w+ words: no to_tsquery operator inside
+    # The any-word pass is a one-time filter on the every-word pass's count: PostgreSQL skips its index scan when
+    # the every-word pass found enough (or the query has one word).
+    sql = (f"WITH every_word AS MATERIALIZED ("
+           f"SELECT m.id, ts_rank(m.tsv, to_tsquery('simple', %s)) AS rank FROM ("
+           f"SELECT id, tsv FROM {_TABLE} WHERE tsv @@ to_tsquery('simple', %s) AND {where} LIMIT %s) m "
+           f"ORDER BY rank DESC, m.id LIMIT %s), "
+           f"any_word AS ("
+           f"SELECT m.id, ts_rank(m.tsv, to_tsquery('simple', %s)) AS rank FROM ("
+           f"SELECT id, tsv FROM {_TABLE} WHERE %s AND (SELECT count(*) FROM every_word) < %s "
+           f"AND tsv @@ to_tsquery('simple', %s) AND {where} LIMIT %s) m "
+           f"ORDER BY rank DESC, m.id LIMIT %s), "
+           f"found AS (SELECT id, rank, 0 AS pass FROM every_word UNION ALL "
+           f"SELECT id, rank, 1 FROM any_word WHERE id NOT IN (SELECT id FROM every_word)) "
+           f"SELECT f.id, f.rank, {columns} FROM found f JOIN {_TABLE} c ON c.id = f.id "
+           f"ORDER BY f.rank DESC, f.pass, f.id LIMIT %s")
+    sql_params = [every, every, *params, cap, limit,
+                  any_, len(terms) > 1, limit, any_, *params, cap, limit,
+                  *column_params, limit]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, sql_params)
+        found = cursor.fetchall()
+    return [(row[0], float(row[1])) for row in found], {row[0]: _Row(row[0], *row[2:]) for row in found}
 
 
 def text_candidates(agent_id: int, user: str | None, path_prefix: str, terms: list[str],
                     limit: int) -> list[tuple[int, float]]:
-    """(chunk id, ts_rank) of the chunks holding the terms, best first (GIN index on the generated column). Chunks
-    holding every term come first; if they are fewer than `limit`, chunks holding any term are added. Each side
-    ranks at most GOCLAW_MEMORY_TEXT_CANDIDATES matches, so a query of common words stays cheap (ts_rank reads each
-    candidate's tsvector; the vector side and the merge still see the best passages of the whole memory)."""
-    if not terms:
-        return []
-    where, params = _scope_sql(agent_id, user, path_prefix)
-    cap = int(getattr(settings, "MEMORY_TEXT_CANDIDATES", 100))
-    found = _ranked(" & ".join(terms), where, params, limit, cap)  # \w+ words: no to_tsquery operator inside
-    if len(found) < limit and len(terms) > 1:
-        seen = {cid for cid, _ in found}
-        found += [row for row in _ranked(" | ".join(terms), where, params, limit, cap) if row[0] not in seen]
-        found = sorted(found, key=lambda row: -row[1])[:limit]
-    return found
-
-
-def _ranked(tsquery: str, where: str, params: list[Any], limit: int, cap: int | None) -> list[tuple[int, float]]:
-    inner = f"SELECT id, tsv FROM {_TABLE} WHERE tsv @@ to_tsquery('simple', %s) AND {where}"
-    inner_params: list[Any] = [tsquery, *params]
-    if cap is not None:
-        inner += " LIMIT %s"
-        inner_params.append(cap)
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT m.id, ts_rank(m.tsv, to_tsquery('simple', %s)) AS rank FROM ({inner}) m "
-                       f"ORDER BY rank DESC, m.id LIMIT %s", [tsquery, *inner_params, limit])
-        return [(row[0], float(row[1])) for row in cursor.fetchall()]
+    """(chunk id, ts_rank) of the full-text side without its rows."""
+    return text_side(agent_id, user, path_prefix, terms, limit)[0]
 
 
 def _coverage(text: str, terms: list[str]) -> float:
@@ -180,28 +270,35 @@ def memory_search(*, agent: Agent, user_id: str | None, query: str, max_results:
         return MemorySearch([], ["empty query"])
     limit = max(20, max_results * 4)
     terms = query_terms(query)
-    vector_side: list[tuple[int, float]] = []
+    # Two statements on the caller's connection, the first while the query is being embedded.
+    pending: list[float] | Future | None = None
     try:
         embedder = embedder or get_embedder()
-        vector_side = vector_candidates(agent.pk, user, path_prefix, query_vector(embedder, query), embedder.model_id,
-                                        limit)
+        pending = _start_query_vector(embedder, query)
     except EmbeddingError as exc:
         notes.append(f"vector search unavailable ({exc}); results are from full-text search only")
-    text_side = text_candidates(agent.pk, user, path_prefix, terms, limit)
-    ids = {cid for cid, _ in vector_side} | {cid for cid, _ in text_side}
-    if not ids:
+    text_side_, rows = text_side(agent.pk, user, path_prefix, terms, limit)
+    vector_side_: list[tuple[int, float]] = []
+    if pending is not None:
+        try:
+            vector = pending.result() if isinstance(pending, Future) else pending
+        except EmbeddingError as exc:
+            notes.append(f"vector search unavailable ({exc}); results are from full-text search only")
+        else:
+            vector_side_, vector_rows = vector_side(agent.pk, user, path_prefix, vector, embedder.model_id, limit)
+            rows.update(vector_rows)
+    if not rows:
         return MemorySearch([], notes)
-    rows = _candidate_rows(agent.pk, user, ids)
     w_vec, w_text = _weights(vector_weight, text_weight)
-    if not vector_side:
+    if not vector_side_:
         w_vec, w_text = 0.0, 1.0
-    elif not text_side:
+    elif not text_side_:
         w_vec, w_text = 1.0, 0.0
-    vec_scores = dict(vector_side)
-    top_rank = max((rank for _, rank in text_side), default=0.0) or 1.0
+    vec_scores = dict(vector_side_)
+    top_rank = max((rank for _, rank in text_side_), default=0.0) or 1.0
     # Full-text rank, scaled to the best of this query, times the share of the query's words the chunk holds: a
     # chunk with one common word of five does not look like an exact match just because it ranks first.
-    text_scores = {cid: (rank / top_rank) * _coverage(rows[cid].text, terms) for cid, rank in text_side if cid in rows}
+    text_scores = {cid: (rank / top_rank) * _coverage(rows[cid].text, terms) for cid, rank in text_side_ if cid in rows}
     boost = float(getattr(settings, "MEMORY_PERSONAL_BOOST", 1.2))
     best: dict[tuple[str, int, int], MemoryHit] = {}
     for cid, chunk in rows.items():
@@ -219,26 +316,3 @@ def memory_search(*, agent: Agent, user_id: str | None, query: str, max_results:
     hits = sorted(best.values(), key=lambda h: (-h.score, h.path, h.start_line))
     hits = [h for h in hits if h.score >= min_score] if min_score and min_score > 0 else hits
     return MemorySearch(hits[:max_results], notes)
-
-
-class _Row(NamedTuple):
-    id: int
-    path: str
-    start_line: int
-    end_line: int
-    text: str
-    user_id: str | None
-    shadowed: bool  # a shared chunk whose path the user has a document of their own at
-
-
-def _candidate_rows(agent_id: int, user: str | None, ids: set[int]) -> dict[int, _Row]:
-    """The candidates' rows and, for shared ones, whether the user's own document of that path hides them: one
-    statement (this runs on every search)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT c.id, c.path, c.start_line, c.end_line, c.text, c.user_id, "
-            f"(c.user_id IS NULL AND %s::text IS NOT NULL AND EXISTS (SELECT 1 FROM {_DOCUMENTS} d "
-            f"WHERE d.agent_id = %s AND d.user_id = %s AND d.path = c.path)) "
-            f"FROM {_TABLE} c WHERE c.id = ANY(%s)", [user, agent_id, user, list(ids)])
-        return {row[0]: _Row(*row) for row in cursor.fetchall()}
-
