@@ -13,10 +13,13 @@ from channels_postgres.core import PostgresChannelLayer
 from channels_postgres.db import GROUP_CHANNEL_TABLE, MESSAGE_TABLE, utc_now
 from psycopg import sql
 
+# Rows are inserted in the batch's order (message ids are the delivery order, so events published one after the other
+# in a transaction reach a socket in that order); a channel in the group twice still gets each message once.
 _GROUP_SEND_MANY_SQL = sql.SQL(
     "INSERT INTO {messages} (channel, message, expire) "
-    "SELECT DISTINCT g.channel, m.message, %s FROM unnest(%s::text[], %s::bytea[]) AS m(group_key, message) "
-    "JOIN {groups} g ON g.group_key = m.group_key"
+    "SELECT channel, message, %s FROM (SELECT DISTINCT ON (m.n, g.channel) g.channel, m.message, m.n "
+    "FROM unnest(%s::text[], %s::bytea[]) WITH ORDINALITY AS m(group_key, message, n) "
+    "JOIN {groups} g ON g.group_key = m.group_key ORDER BY m.n, g.channel) AS ordered ORDER BY n"
 ).format(messages=sql.Identifier(MESSAGE_TABLE), groups=sql.Identifier(GROUP_CHANNEL_TABLE))
 
 

@@ -30,7 +30,7 @@ def team_for_agent(agent: Any, team_ref: Any = None) -> Team:
     teams = teams_for_agent(agent)
     if team_ref not in (None, ""):
         ref = str(team_ref).strip()[:200]
-        if ref.isdigit():
+        if ref.isascii() and ref.isdigit():  # not "²": str.isdigit() accepts digits int() refuses
             team = teams.filter(pk=int(ref)).first() or teams.filter(name__iexact=ref).first()
         else:
             team = teams.filter(name__iexact=ref).first()

@@ -21,17 +21,23 @@ SEARCH_MAX_RESULTS = 20
 
 # --- links ---------------------------------------------------------------------------------------------------------
 def links_between(source: Agent, target: Agent) -> QuerySet[AgentLink]:
-    """The enabled links that let `source` delegate to (or hand off to) `target`: source → target in either
-    direction, or target ↔ source when bidirectional (at most one of each)."""
-    return (AgentLink.objects.filter(enabled=True)
-            .filter(Q(source=source, target=target)
-                    | Q(source=target, target=source, direction=LinkDirection.BIDIRECTIONAL)))
+    """The links (enabled or not) that could let `source` delegate to (or hand off to) `target`: source → target
+    in either direction, or target ↔ source when bidirectional (at most one of each); `governing_link` picks."""
+    return AgentLink.objects.filter(Q(source=source, target=target)
+                                    | Q(source=target, target=source, direction=LinkDirection.BIDIRECTIONAL))
+
+
+def governing_link(links: Any, source: Agent) -> AgentLink | None:
+    """Of `links_between` rows, the one that decides for `source`: the direct link when it exists, else the reverse
+    bidirectional one; None when that link is disabled (a switched-off direct link is not bypassed by the other)."""
+    links = list(links)
+    link = next((row for row in links if row.source_id == source.pk), links[0] if links else None)
+    return link if link is not None and link.enabled else None
 
 
 def agent_link_for(source: Agent, target: Agent) -> AgentLink | None:
-    """The link governing `source` → `target` (the direct one when both exist), or None."""
-    links = list(links_between(source, target))
-    return next((link for link in links if link.source_id == source.pk), links[0] if links else None)
+    """The enabled link governing `source` → `target` (the direct one when both exist), or None."""
+    return governing_link(links_between(source, target), source)
 
 
 def link_allows_user(link: AgentLink, user_id: str) -> bool:
@@ -67,18 +73,21 @@ class DelegationTarget:
 
 def delegation_targets(agent: Agent, user_id: str = "") -> list[DelegationTarget]:
     """Whom `agent` may delegate to for `user_id`: enabled links out, and enabled bidirectional links in, to
-    enabled agents, whose user lists allow `user_id`; ordered by key (the direct link wins over a reverse one)."""
-    links = (AgentLink.objects.filter(enabled=True)
-             .filter(Q(source=agent) | Q(target=agent, direction=LinkDirection.BIDIRECTIONAL))
+    enabled agents, whose user lists allow `user_id`; ordered by key (the direct link, even disabled, wins over a
+    reverse one)."""
+    links = (AgentLink.objects.filter(Q(source=agent) | Q(target=agent, direction=LinkDirection.BIDIRECTIONAL))
              .select_related("source", "target"))
-    chosen: dict[int, DelegationTarget] = {}
+    governing: dict[int, AgentLink] = {}
     for link in links:
+        other_id = link.target_id if link.source_id == agent.pk else link.source_id
+        if other_id in governing and governing[other_id].source_id == agent.pk:
+            continue  # the direct link governs, even switched off
+        governing[other_id] = link
+    chosen: dict[int, DelegationTarget] = {}
+    for other_id, link in governing.items():
         other = link.target if link.source_id == agent.pk else link.source
-        if not other.enabled or not link_allows_user(link, user_id):
-            continue
-        if other.pk in chosen and chosen[other.pk].link.source_id == agent.pk:
-            continue  # the direct link governs
-        chosen[other.pk] = DelegationTarget(other, link)
+        if link.enabled and other.enabled and link_allows_user(link, user_id):
+            chosen[other_id] = DelegationTarget(other, link)
     if chosen:
         for team in Team.objects.filter(lead_id__in=list(chosen), status=TeamStatus.ACTIVE).order_by("name"):
             chosen[team.lead_id].teams.append(team)

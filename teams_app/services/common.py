@@ -97,14 +97,15 @@ def actor_label(actor: Any) -> str:
 def event_record(team: Team, task: TeamTask | None, event_type: str, actor: Any,
                  data: dict[str, Any] | None = None) -> TeamEvent:
     """Write the audit row of something that happened on `team`'s board and publish `team_task.<event_type>`
-    (after commit) to the team's group, the all-teams group, the task owner's agent group, and the lead's for
-    events the lead acts on."""
+    (after commit) to the team's group, the all-teams group, the task owner's agent group (while it is in the team),
+    and the lead's for events the lead acts on."""
     from teams_app.selectors import task_as_dict
 
     data = json.loads(json.dumps(data or {}, cls=DjangoJSONEncoder))  # datetimes as ISO text in the audit row
     event = TeamEvent.objects.create(team=team, task=task, event_type=event_type, actor=actor_label(actor), data=data)
     groups = [team_group(team.pk), TEAMS_GROUP]
-    if task is not None and task.owner_id:
+    # A finished task keeps its owner after the owner leaves the team: a former member hears nothing more.
+    if task is not None and task.owner_id and member_role(team, task.owner_id) is not None:
         groups.append(events.agent_group(task.owner.key))
     if event_type in LEAD_EVENTS:
         groups.append(events.agent_group(team.lead.key))

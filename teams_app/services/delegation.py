@@ -12,11 +12,11 @@ from django.utils import timezone
 from goclaw.errors import Conflict, ValidationError
 from goclaw.events import agent_group, publish
 from teams_app.actors import Actor
-from teams_app.choices import DelegationStatus, LinkDirection, TaskStatus
+from teams_app.choices import DelegationStatus, LinkDirection, TaskStatus, TeamStatus
 from teams_app.errors import AgentAtCapacity, DelegationNotAllowed
-from teams_app.models import AgentLink, Delegation, Team
-from teams_app.selectors_delegation import (delegation_as_dict, delegation_identifier, link_allows_user,
-                                            links_between, max_delegation_load, teams_led_by)
+from teams_app.models import AgentLink, Delegation, Team, TeamTask
+from teams_app.selectors_delegation import (delegation_as_dict, delegation_identifier, governing_link,
+                                            link_allows_user, links_between, max_delegation_load, teams_led_by)
 from tools_app.labels import label
 from tools_app.models import Agent
 
@@ -158,8 +158,7 @@ def delegation_create(*, source: Agent, target: Agent, request: str, user_id: st
         raise DelegationNotAllowed(f"Agent {target.key} is disabled; delegate to another agent.")
     # Lock order everywhere: the link row, then the target agent row (FOR NO KEY UPDATE: inserts referencing them
     # still proceed; only other delegations to the same link / target wait).
-    links = list(links_between(source, target).select_for_update(no_key=True))
-    link = next((row for row in links if row.source_id == source.pk), links[0] if links else None)
+    link = governing_link(links_between(source, target).select_for_update(no_key=True), source)
     if link is None:
         raise DelegationNotAllowed(f"You have no delegation link to agent {target.key}. DELEGATION.md lists the "
                                    "agents you can delegate to.")
@@ -242,11 +241,18 @@ def delegation_cancel(*, actor: Actor, delegation: Delegation, reason: str = "")
     if actor.is_agent and actor.agent_id != delegation.source_id:
         raise DelegationNotAllowed(f"Only {delegation.source.key}, which delegated it, can cancel "
                                    f"{delegation_identifier(delegation)}.")
+    if delegation.task_id is not None:
+        # The board's lock order: the task row before the delegation row (finishing a task finishes its delegation
+        # while holding the task), or a cancel racing the task's completion deadlocks.
+        list(TeamTask.objects.select_for_update(of=("self",)).filter(pk=delegation.task_id).values_list("pk"))
     delegation = _finish(delegation=delegation, status=DelegationStatus.CANCELLED, result=reason, actor=actor)
     task = delegation.task
     if task is not None:
         task.refresh_from_db()
-        if task.status not in TASK_OUTCOMES:
+        # An archived board is read-only: its task stays as it is, and the delegation is cancelled all the same
+        # (else the source could never withdraw it and it would hold the link's and the target's capacity).
+        active = Team.objects.filter(pk=task.team_id, status=TeamStatus.ACTIVE).exists()
+        if task.status not in TASK_OUTCOMES and active:
             from teams_app.services.tasks import task_cancel
 
             task_cancel(actor=Actor.system(f"delegation:{delegation_identifier(delegation)}"), task=task,
@@ -258,8 +264,6 @@ def delegation_task_finished(task: Any) -> None:
     """Called by the task services, in their transaction, when a task reaches completed / failed / cancelled: the
     delegation the task carries (if any) takes its outcome, and the source agent is told (`delegation.<status>`
     to its group), so the result flows back to whoever delegated."""
-    from teams_app.models import TeamTask
-
     row = TeamTask.objects.filter(pk=task.pk).values("status", "result").first()
     if row is None or row["status"] not in TASK_OUTCOMES:
         return

@@ -77,9 +77,12 @@ def message_broadcast(*, actor: Actor, team: Team, text: str) -> list[TeamMessag
 
 
 def message_system_send(*, team: Team, to: Any, text: str, task: TeamTask | None = None,
-                        sender: str = "system:escalation") -> TeamMessage:
+                        sender: str = "system:escalation") -> TeamMessage | None:
     """A notice from goclaw itself (escalations, answers to ask_user) to one teammate; callers hold the
-    transaction and have done the checks. Over-long text is cut here: it is goclaw's own text quoting others'."""
+    transaction and have done the checks. Over-long text is cut here: it is goclaw's own text quoting others'.
+    Nothing is sent (None) to an agent no longer in the team, e.g. the former owner of a finished task."""
+    if member_role(team, to) is None:
+        return None
     text = text if len(text) <= MESSAGE_MAX else text[:MESSAGE_MAX - 1] + "…"
     message = TeamMessage.objects.create(team=team, sender=sender, recipient=to, kind=MessageKind.SYSTEM,
                                          text=text.replace("\x00", ""), task=task)

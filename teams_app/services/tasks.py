@@ -22,7 +22,7 @@ from teams_app.errors import (DependencyCycle, TaskConflict, TaskInvalid, TaskNo
 from teams_app.models import (Team, TaskAttachment, TaskComment, TaskDependency, TeamMember, TeamTask,
                               task_identifier)
 from teams_app.selectors import task_number
-from teams_app.services.common import (ANY_ROLE, clean_int, clean_text, event_record, require_role,
+from teams_app.services.common import (ANY_ROLE, clean_int, clean_text, event_record, member_role, require_role,
                                        require_writable)
 from teams_app.services.mailbox import message_system_send
 
@@ -155,6 +155,16 @@ def _resolve_blockers(team: Team, refs: Any, *, keep: Iterable[int] = (), self_t
     if problems:
         raise TaskInvalid("blocked_by must name unfinished tasks of this team: " + "; ".join(problems) + ".")
     return [found[n] for n in sorted(numbers)]
+
+
+def _lock_named(team_id: int, refs: Any) -> None:
+    """Lock the team's tasks that `refs` names (in number order); malformed refs are left to _resolve_blockers."""
+    refs = [refs] if isinstance(refs, (str, int)) else refs
+    if not isinstance(refs, (list, tuple)) or len(refs) > BLOCKED_BY_MAX:
+        return
+    numbers = [n for n in (task_number(ref) for ref in refs) if n is not None]
+    list(TeamTask.objects.select_for_update(of=("self",)).filter(team_id=team_id, number__in=numbers)
+         .order_by("number").values_list("pk", flat=True))
 
 
 def _check_cycle(task: TeamTask, blockers: list[TeamTask]) -> None:
@@ -624,8 +634,10 @@ def task_update(*, actor: Actor, task: TeamTask, subject: Any = None, descriptio
         values["priority"] = clean_int("priority", priority, -PRIORITY_MAX, PRIORITY_MAX)
     if blocked_by is not None:
         # The team row first (lock order), which also serializes dependency changes, so two concurrent updates
-        # cannot each close half of a cycle.
+        # cannot each close half of a cycle. Then the named blockers before the task itself: finishing a blocker
+        # locks the tasks waiting for it, so holding a dependent while waiting for its blocker would deadlock.
         list(Team.objects.select_for_update().filter(pk=task.team_id).values_list("pk", flat=True))
+        _lock_named(task.team_id, blocked_by)
     task = _locked(task)
     team = task.team
     require_writable(team)
@@ -660,7 +672,8 @@ def task_update(*, actor: Actor, task: TeamTask, subject: Any = None, descriptio
 @transaction.atomic
 def task_retry(*, actor: Actor, task: TeamTask) -> TeamTask:
     """The lead (or a person) puts a failed, stale, cancelled or even completed task back on the board: pending for
-    its previous owner to claim again (blocked if it still waits for unfinished tasks), result and progress cleared."""
+    its previous owner to claim again while it is still a member, else open to all (blocked if it still waits for
+    unfinished tasks), result and progress cleared."""
     task = _locked(task)
     require_writable(task.team)
     require_role(task.team, actor, LEAD, "retry tasks")
@@ -669,8 +682,13 @@ def task_retry(*, actor: Actor, task: TeamTask) -> TeamTask:
         raise _conflict(task, allowed, "retried")
     previous = task.status
     status = S.BLOCKED if _unfinished_blockers(task) else S.PENDING
+    # The previous owner claims it again only while it is a member (not removed, not now the lead or a reviewer):
+    # otherwise the task would wait for an agent that can never claim it, so it opens to every member.
+    values: dict[str, Any] = {}
+    if task.owner_id is not None and member_role(task.team, task.owner_id) != MemberRole.MEMBER:
+        values["owner"] = None
     _move(task, allowed, "retried", status=status, result="", progress_percent=0, progress_step="",
-          completed_at=None, question="", question_asked_at=None, **NO_LOCK)
+          completed_at=None, question="", question_asked_at=None, **values, **NO_LOCK)
     event_record(task.team, task, TeamEventType.RETRIED, actor, {"from": previous})
     return task
 

@@ -2,17 +2,21 @@
 actions (each one service call recorded as a TeamEvent with the person as actor, errors shown as messages)."""
 from __future__ import annotations
 
+import json
+from datetime import datetime
+
 import pytest
 from django.contrib.auth.models import Permission
+from django.core.serializers.json import DjangoJSONEncoder
 from django.test import Client
 from django.test.html import Element, parse_html
 from django.urls import reverse
 
 from teams_app.actors import Actor
 from teams_app.models import TaskComment, TeamEvent, TeamMessage, TeamTask
-from teams_app.selectors import task_get
-from teams_app.services.tasks import (task_ask_user, task_claim, task_comment, task_complete, task_create, task_fail,
-                                      task_review)
+from teams_app.selectors import task_as_dict, task_get
+from teams_app.services.tasks import (task_ask_user, task_attach, task_claim, task_comment, task_complete, task_create,
+                                      task_fail, task_progress, task_review)
 from teams_app.services.teams import team_create
 from tests.factories import make_agent
 
@@ -185,8 +189,6 @@ def test_pending_cards_are_ordered_by_priority_then_number(crew, browser):
 
 
 def test_a_card_shows_owner_progress_and_an_open_question(crew, browser):
-    from teams_app.services.tasks import task_progress
-
     task = claimed(crew, "measure things")
     task_progress(actor=Actor.for_agent(crew["ana"]), task=task, percent=40, step="halfway-ish")
     task_ask_user(actor=Actor.for_agent(crew["ana"]), task=task_get(crew["team"], "T-001"), question="metric or imperial?")
@@ -252,8 +254,6 @@ def test_the_board_costs_the_same_number_of_queries_for_3_or_30_tasks(crew, brow
 def test_the_task_page_shows_description_result_comments_attachments_events_and_dependencies(crew, browser):
     first = claimed(crew, "collect data", description="from the three sensors")
     task_comment(actor=Actor.for_agent(crew["ana"]), task=first, content="sensor two is flaky")
-    from teams_app.services.tasks import task_attach
-
     task_attach(actor=Actor.for_agent(crew["ana"]), task=first, path="data/readings.csv", size=1234, note="raw")
     new_task(crew, "analyse data", blocked_by=["T-001"])
     task_complete(actor=Actor.for_agent(crew["ana"]), task=task_get(crew["team"], "T-001"), result="42 readings")
@@ -430,3 +430,14 @@ def test_agent_written_html_is_shown_as_text_on_the_board_and_the_task_page(crew
         assert "<script>window.__pwned" not in html and "<img src=x" not in html
     page = browser.get(task_url(crew, "T-001")).content.decode()
     assert page.count("&lt;script&gt;window.__pwned = 1&lt;/script&gt;") >= 4  # title, description, comment, question
+
+
+def test_each_card_carries_the_version_live_events_are_compared_with(crew, browser):
+    """The page drops an event older than what a card shows (events from several processes can arrive out of
+    order): the card's version must be the task's updated_at exactly as an event's JSON carries it."""
+    claimed(crew, "versioned")
+    encoded = json.loads(json.dumps(task_as_dict(task_get(crew["team"], "T-001")), cls=DjangoJSONEncoder))
+    from_event = datetime.fromisoformat(encoded["updated_at"].replace("Z", "+00:00"))
+    millis = int(from_event.timestamp()) * 1000 + from_event.microsecond // 1000
+    assert f'data-id="T-001" data-priority="0" data-number="1" data-status="in_progress" data-version="{millis}"' in (
+        browser.get(board_url(crew)).content.decode())

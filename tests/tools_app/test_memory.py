@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.db import connection, transaction
 
 from tests.factories import make_agent
 from tools_app import pipeline
@@ -12,7 +13,8 @@ from tools_app.base import ToolContext, ToolError
 from tools_app.builtin import fs
 from tools_app.calls import CallContext, ToolCall
 from tools_app.memory.chunking import chunk_text
-from tools_app.memory.embedders import get_embedder
+from tools_app.memory.embedders import Embedder, EmbeddingError, get_embedder
+from tools_app.memory.search import memory_search
 from tools_app.memory.tools import MemoryGetTool, MemorySearchTool
 from tools_app.models.memory import EmbeddingCache, MemoryChunk, MemoryDocument
 from tools_app.services.memory import (memory_document_delete, memory_document_write, memory_embeddings_backfill)
@@ -271,3 +273,67 @@ def test_identical_chunks_are_embedded_once_and_reuse_the_cached_vector(agent, m
     new_texts = [c.text for c in chunk_text(second)]
     assert new_texts[0] == old_texts[0] and calls == [[new_texts[1]]]
     assert memory_embeddings_backfill()["remaining"] == 0
+
+
+# --- search mechanics (one statement per side, the query embedded on a pool thread) --------------------------------
+class _DownEmbedder(Embedder):
+    """An embedder whose server is down: the search is full-text only."""
+
+    model_id = "down:test"
+
+    def embed(self, texts):
+        raise EmbeddingError("embeddings server unreachable")
+
+
+def test_chunks_holding_every_word_come_first_then_chunks_holding_some_and_never_another_users(agent):
+    for user, path, content in ((None, "memory/both.md", "The copper kettle whistles.\n"),
+                                (None, "memory/one.md", "A copper pipe under the sink.\n"),
+                                ("alice", "memory/other.md", "The kettle is descaled monthly.\n"),
+                                ("bob", "memory/bob.md", "Bob's copper kettle collection.\n"),
+                                (None, "memory/none.md", "Nothing relevant here at all.\n")):
+        memory_document_write(agent=agent, user_id=user, path=path, content=content)
+    found = memory_search(agent=agent, user_id="alice", query="copper kettle", embedder=_DownEmbedder())
+    assert "full-text search only" in found.notes[0]
+    assert [(h.path, h.text_score) for h in found.hits][:1] == [("memory/both.md", 1.0)]
+    assert {h.path for h in found.hits} == {"memory/both.md", "memory/one.md", "memory/other.md"}
+    assert all(0 < h.text_score < 1 for h in found.hits[1:])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_search_inside_a_transaction_sees_the_notes_written_in_it_by_words_and_by_meaning():
+    agent = make_agent()
+    memory_document_write(agent=agent, user_id=None, path="memory/music.md", content=CORPUS["memory/music.md"])
+    with transaction.atomic():
+        memory_document_write(agent=agent, user_id="alice", path="memory/health.md", content=CORPUS["memory/health.md"])
+        assert search(agent, "alice", "peanuts epinephrine")[0]["path"] == "memory/health.md"
+        by_meaning = search(agent, "alice", "which foods must Bob avoid because of his allergy?", max_results=1)
+        assert by_meaning[0]["path"] == "memory/health.md" and by_meaning[0]["vector_score"] > 0.3
+    assert search(agent, "alice", "choir rehearsal")[0]["path"] == "memory/music.md"
+
+
+def _hnsw_settings_now() -> tuple[str, str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('hnsw.ef_search'), current_setting('hnsw.iterative_scan')")
+        return cursor.fetchone()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_vector_search_settings_hold_on_every_connection_and_after_a_rolled_back_transaction(settings):
+    agent = make_agent()
+    memory_document_write(agent=agent, user_id=None, path="memory/pets.md", content=CORPUS["memory/pets.md"])
+    search(agent, "", "feeding the cat")
+    assert _hnsw_settings_now() == ("100", "strict_order")
+    settings.MEMORY_HNSW_EF_SEARCH = 150
+    try:
+        with transaction.atomic():
+            assert search(agent, "", "feeding the cat")[0]["path"] == "memory/pets.md"
+            assert _hnsw_settings_now() == ("150", "strict_order")
+            raise RuntimeError("roll back")
+    except RuntimeError:
+        pass
+    assert _hnsw_settings_now() == ("100", "strict_order")  # a setting made inside the transaction went with it
+    search(agent, "", "feeding the cat")
+    assert _hnsw_settings_now() == ("150", "strict_order")
+    connection.close()
+    assert search(agent, "", "feeding the cat")[0]["path"] == "memory/pets.md"  # a new connection sets them again
+    assert _hnsw_settings_now() == ("150", "strict_order")
