@@ -245,7 +245,7 @@ def main() -> None:
     loading = load_database(agent, chunks, cache, embedder.model_id, reload=args.reload)
     # A running server's steady state: autovacuum moves the full-text index's pending list (GIN fastupdate, up to
     # gin_pending_list_limit = 4 MB, read linearly by every text search) into the index within minutes of a bulk
-    # load; measured here right after one, that list alone tripled the text side's latency. Cheap when done already.
+    # load; measured right after one, the text side was 2-3 times slower. Cheap when done already.
     started = time.perf_counter()
     with connection.cursor() as cursor:
         cursor.execute("VACUUM ANALYZE tools_app_memorychunk")
@@ -262,6 +262,7 @@ def main() -> None:
         memory_search_module._query_cache.clear()
         memory_search(agent=agent, user_id="bench-user", query=" ".join(text.split()[:10]))
 
+    configured_parallel = bool(getattr(__import__("django.conf").conf.settings, "MEMORY_SEARCH_PARALLEL", True))
     # End to end, the query embedded each time (the per-process query cache emptied first).
     total = []
     for query in queries:
@@ -275,6 +276,19 @@ def main() -> None:
         t0 = time.perf_counter()
         result = memory_search(agent=agent, user_id="bench-user", query=query)
         warm.append(time.perf_counter() - t0)
+    # The two sides on two connections (the default outside a transaction) against both on the caller's one, query
+    # by query in alternating order, so both see the same machine load (the other helpers' work on shared cores).
+    from django.conf import settings
+
+    both: dict[bool, list[float]] = {True: [], False: []}
+    for i, query in enumerate(queries):
+        for parallel in ((True, False) if i % 2 else (False, True)):
+            settings.MEMORY_SEARCH_PARALLEL = parallel
+            memory_search_module._query_cache.clear()
+            t0 = time.perf_counter()
+            memory_search(agent=agent, user_id="bench-user", query=query)
+            both[parallel].append(time.perf_counter() - t0)
+    settings.MEMORY_SEARCH_PARALLEL = configured_parallel
     # Each part alone, for the same queries (which side dominates the tail): the query's embedding, then the
     # full-text and the vector statements as memory_search runs them (it embeds while the text statement runs).
     sides: dict[str, list[float]] = {"embed_query": [], "text_side": [], "vector_side": []}
@@ -320,6 +334,10 @@ def main() -> None:
         "indexing": {"embedding": embedding, "database": loading},
         "memory_search_end_to_end": summary_ms(total) | {"p95_ms": round(p95_total, 3)},
         "memory_search_query_vector_cached": summary_ms(warm) | {"p95_ms": round(p95_warm, 3)},
+        "end_to_end_alternating": {"sides_in_parallel": summary_ms(both[True]), "sides_sequential": summary_ms(both[False]),
+                                   "p95_ms": {"sides_in_parallel": round(percentile([s * 1000 for s in both[True]], 95), 3),
+                                              "sides_sequential": round(percentile([s * 1000 for s in both[False]], 95), 3)}},
+        "search_parallel_sides": configured_parallel,
         "parts_alone": {name: summary_ms(values) | {"p95_ms": round(percentile([s * 1000 for s in values], 95), 3)}
                         for name, values in sides.items()},
         "queries": len(queries), "query_found_its_own_passage": round(found_own / max(1, len(queries)), 3),

@@ -272,6 +272,8 @@ MEMORY_TEXT_WEIGHT = float(env_str("GOCLAW_MEMORY_TEXT_WEIGHT", "0.3"))
 MEMORY_PERSONAL_BOOST = float(env_str("GOCLAW_MEMORY_PERSONAL_BOOST", "1.2"))
 MEMORY_HNSW_EF_SEARCH = env_int("GOCLAW_MEMORY_HNSW_EF_SEARCH", 100, minimum=10, maximum=1000)
 MEMORY_TEXT_CANDIDATES = env_int("GOCLAW_MEMORY_TEXT_CANDIDATES", 100, minimum=20)
+# Outside a transaction, run the vector side on a second (persistent) connection while the text side runs.
+MEMORY_SEARCH_PARALLEL = env_bool("GOCLAW_MEMORY_SEARCH_PARALLEL", True)
 MEMORY_CHUNK_MAX_CHARS = env_int("GOCLAW_MEMORY_CHUNK_MAX_CHARS", 1000, minimum=100)
 MEMORY_CHUNK_OVERLAP_CHARS = env_int("GOCLAW_MEMORY_CHUNK_OVERLAP_CHARS", 200, minimum=0)
 

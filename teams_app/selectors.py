@@ -82,25 +82,27 @@ def _blocked_by_prefetch() -> Prefetch:
 
 
 def task_list(team: Team, *, status: Any = None, owner: Any = None, query: str | None = None,
-              limit: int = TASK_LIST_DEFAULT) -> QuerySet[TeamTask]:
+              limit: int | None = TASK_LIST_DEFAULT) -> QuerySet[TeamTask]:
     """The tasks of `team`: optionally of some statuses ("active" = not finished), of one owner (an Agent or its
     key), matching a full-text `query` (PostgreSQL, over subject + description; best match first). Otherwise ordered
-    by status board order: highest priority first, then by number."""
+    by status board order: highest priority first, then by number. `limit=None`: every match (the API pages)."""
     tasks = TeamTask.objects.filter(team=team).select_related("owner").prefetch_related(_blocked_by_prefetch())
     statuses = _statuses(status)
     if statuses is not None:
         tasks = tasks.filter(status__in=statuses)
     if owner is not None:
         tasks = tasks.filter(owner__key=owner) if isinstance(owner, str) else tasks.filter(owner=owner)
-    try:
-        limit = max(1, min(int(limit or TASK_LIST_DEFAULT), TASK_LIST_MAX))
-    except (TypeError, ValueError):
-        raise TeamInvalid(f"limit must be a whole number from 1 to {TASK_LIST_MAX}.") from None
+    if limit is not None:
+        try:
+            limit = max(1, min(int(limit), TASK_LIST_MAX))
+        except (TypeError, ValueError):
+            raise TeamInvalid(f"limit must be a whole number from 1 to {TASK_LIST_MAX}.") from None
     if query and str(query).strip():
         search = SearchQuery(str(query)[:500], config="simple", search_type="websearch")
-        return tasks.filter(search=search).annotate(rank=SearchRank(F("search"), search)).order_by(
-            "-rank", "number")[:limit]
-    return tasks.order_by("-priority", "number")[:limit]
+        tasks = tasks.filter(search=search).annotate(rank=SearchRank(F("search"), search)).order_by("-rank", "number")
+    else:
+        tasks = tasks.order_by("-priority", "number")
+    return tasks if limit is None else tasks[:limit]
 
 
 def _statuses(status: Any) -> list[str] | None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from django.db import transaction
 from django.db.models import Count, Prefetch, Q, QuerySet
 from django.urls import path
 from drf_spectacular.types import OpenApiTypes
@@ -22,7 +21,7 @@ from teams_app import selectors
 from teams_app.actors import Actor
 from teams_app.api import serializers as s
 from teams_app.choices import ACTIVE_STATUSES
-from teams_app.errors import TaskConflict, TaskInvalid, TaskNotFound, TeamInvalid, TeamNotFound
+from teams_app.errors import TaskInvalid, TaskNotFound, TeamInvalid, TeamNotFound
 from teams_app.models import Team, TeamEvent, TeamMember, TeamMessage
 from teams_app.services import tasks as task_services
 from teams_app.services import teams as team_services
@@ -166,22 +165,8 @@ class TeamDetailView(_ReadsForMembers, APIView):
              "(team_has_tasks)"})},
         summary="Delete a team that has no tasks (staff; a team with tasks is archived instead)")
     def delete(self, request, id):
-        team_delete(actor=_actor(request), team=_team(request, id))
+        team_services.team_delete(actor=_actor(request), team=_team(request, id))
         return Response(status=204)
-
-
-@transaction.atomic
-def team_delete(*, actor: Actor, team: Team) -> None:
-    """Delete a team with no tasks (members, messages and events go with it); one with tasks is a conflict: archive
-    it. The team row is locked first so a task created meanwhile waits and then finds no team."""
-    # TODO(lead): belongs in teams_app/services/teams.py (not this helper's file); the view only calls it.
-    locked = Team.objects.select_for_update().filter(pk=team.pk).first()
-    if locked is None:
-        raise TeamNotFound(f"no team {team.pk}")
-    if locked.tasks.exists():
-        raise TaskConflict(f"team {locked.name} has tasks: archive it instead (PATCH status archived), so its board "
-                           f"and history stay readable", code="team_has_tasks")
-    locked.delete()
 
 
 class TeamMemberListView(APIView):
@@ -215,21 +200,14 @@ class TeamMemberDetailView(APIView):
 
 
 # --- the board -----------------------------------------------------------------------------------------------------
-def _unlimited(tasks: QuerySet) -> QuerySet:
-    """task_list slices to its tool-sized default; the API pages through the whole board with ?limit / ?offset."""
-    tasks = tasks.all()
-    tasks.query.clear_limits()
-    return tasks
-
-
 class TaskListView(ListAPIView):
     permission_classes = [IsAgentOrStaff]
     serializer_class = s.TaskCreateSerializer  # what OPTIONS describes; GET answers task_as_dict rows
 
     def get_queryset(self):
-        return _unlimited(selectors.task_list(self.team, status=self.filters.get("status") or None,
-                                              owner=self.filters.get("owner") or None,
-                                              query=self.filters.get("q") or None))
+        return selectors.task_list(self.team, status=self.filters.get("status") or None,
+                                   owner=self.filters.get("owner") or None, query=self.filters.get("q") or None,
+                                   limit=None)
 
     def list(self, request, *args, **kwargs):
         page = self.paginate_queryset(self.get_queryset())

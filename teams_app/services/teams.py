@@ -11,7 +11,7 @@ from django.utils import timezone
 from goclaw import events
 from teams_app.actors import Actor
 from teams_app.choices import MemberRole, TaskStatus, TeamEventType, TeamStatus
-from teams_app.errors import TeamInvalid, TeamPermissionDenied
+from teams_app.errors import TaskConflict, TeamInvalid, TeamNotFound, TeamPermissionDenied
 from teams_app.models import Team, TeamMember, TeamTask
 from teams_app.services.common import TEAMS_GROUP, actor_label, clean_int, clean_text, event_record, team_group
 
@@ -159,3 +159,16 @@ def team_member_remove(*, actor: Actor, team: Team, agent: Any) -> None:
     TeamTask.objects.filter(team=team, owner=agent).exclude(status__in=(
         TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED)).update(owner=None, updated_at=now)
     event_record(team, None, TeamEventType.UPDATED, actor, {"removed": agent.key})
+
+
+@transaction.atomic
+def team_delete(*, actor: Actor, team: Team) -> None:
+    """Delete a team with no tasks (members, messages and events go with it); one with tasks is a conflict: archive
+    it. The team row is locked first so a task created meanwhile waits and then finds no team."""
+    locked = Team.objects.select_for_update().filter(pk=team.pk).first()
+    if locked is None:
+        raise TeamNotFound(f"no team {team.pk}")
+    if locked.tasks.exists():
+        raise TaskConflict(f"team {locked.name} has tasks: archive it instead (PATCH status archived), so its board "
+                           f"and history stay readable", code="team_has_tasks")
+    locked.delete()

@@ -337,3 +337,44 @@ def test_the_vector_search_settings_hold_on_every_connection_and_after_a_rolled_
     connection.close()
     assert search(agent, "", "feeding the cat")[0]["path"] == "memory/pets.md"  # a new connection sets them again
     assert _hnsw_settings_now() == ("150", "strict_order")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_outside_a_transaction_the_vector_side_runs_on_a_second_connection_with_the_same_results(monkeypatch):
+    from tools_app.memory import search as search_module
+
+    agent = make_agent()
+    for path, content in CORPUS.items():
+        memory_document_write(agent=agent, user_id=None, path=path, content=content)
+    memory_document_write(agent=agent, user_id="bob", path="memory/bob.md", content="Bob's cat is allergic to fish.\n")
+    query = "which foods must Bob avoid because of his allergy?"
+    sequential = memory_search(agent=agent, user_id="alice", query=query).as_dict()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()")
+        backends = cursor.fetchone()[0]
+    # Tests run without persistent connections, where the search keeps to one; force the parallel path here.
+    monkeypatch.setattr(search_module, "_sides_in_parallel", search_module._autocommit)
+    parallel = memory_search(agent=agent, user_id="alice", query=query).as_dict()
+    assert parallel == sequential and parallel["results"][0]["path"] == "memory/health.md"
+    assert all(hit["path"] != "memory/bob.md" for hit in parallel["results"])
+    with connection.cursor() as cursor:  # the pool thread's connection was closed (CONN_MAX_AGE 0), not left open
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()")
+        assert cursor.fetchone()[0] == backends
+    with transaction.atomic():  # inside a transaction both sides read on this connection and see its new rows
+        memory_document_write(agent=agent, user_id="alice", path="memory/nuts.md",
+                              content="Alice keeps the peanut-free snacks in the top drawer.\n")
+        assert search(agent, "alice", "peanut-free snacks drawer")[0]["path"] == "memory/nuts.md"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_second_connection_is_used_only_outside_transactions_with_persistent_connections_when_enabled(settings,
+                                                                                                    monkeypatch):
+    from tools_app.memory.search import _sides_in_parallel
+
+    assert not _sides_in_parallel()  # the tests' CONN_MAX_AGE is 0: a connection per search would cost more
+    monkeypatch.setitem(connection.settings_dict, "CONN_MAX_AGE", 600)
+    assert _sides_in_parallel()
+    with transaction.atomic():
+        assert not _sides_in_parallel()  # a second connection would not see this transaction's rows
+    settings.MEMORY_SEARCH_PARALLEL = False
+    assert not _sides_in_parallel()

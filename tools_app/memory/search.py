@@ -1,7 +1,13 @@
 """Hybrid memory search (docs/memory.md): PostgreSQL full-text rank and pgvector cosine similarity over the chunks a
 user may see (their own and the shared ones, never another user's), merged with weights (vector 0.7 / text 0.3 by
 default, the other side alone gets 1.0 when one side finds nothing), personal chunks ×1.2, a shared chunk hidden by
-the user's own document of the same path, then min score, max results. Reads only."""
+the user's own document of the same path, then min score, max results. Reads only.
+
+Latency (P10: p95 <= 30 ms over 100k chunks): one statement per side, each returning its candidates' rows with
+their shadowing; the query is embedded on a pool thread while the caller's connection runs the full-text side, and
+outside a transaction the vector side runs there on the thread's own connection (both sides read committed data,
+as the caller's autocommit statements would; inside a transaction everything reads on the caller's connection);
+the HNSW settings are made once per connection."""
 from __future__ import annotations
 
 import logging
@@ -109,33 +115,59 @@ def _cached_query_vector(embedder: Embedder, query: str) -> list[float] | None:
     return None
 
 
-# The query is embedded on a small per-process pool while the caller's connection runs the full-text side: the
-# model (onnxruntime releases the GIL) and PostgreSQL work at the same time. Only the embedding leaves the caller's
-# thread; every read stays on the caller's connection, so a search inside a transaction sees that transaction's rows.
+# A small per-process pool works while the caller's connection runs the full-text side: it embeds the query
+# (onnxruntime releases the GIL) and, outside a transaction, runs the vector side on its own connection too.
 _pool: tuple[int, ThreadPoolExecutor] | None = None
 _pool_lock = threading.Lock()
 
 
-def _embedding_pool() -> ThreadPoolExecutor:
-    """The process's embedding threads (made again after a fork: threads do not survive one)."""
+def _search_pool() -> ThreadPoolExecutor:
+    """The process's search threads (made again after a fork: threads do not survive one)."""
     global _pool
     pool = _pool
     if pool is not None and pool[0] == os.getpid():
         return pool[1]
     with _pool_lock:
         if _pool is None or _pool[0] != os.getpid():
-            _pool = (os.getpid(), ThreadPoolExecutor(max_workers=2, thread_name_prefix="memory-query-embed"))
+            _pool = (os.getpid(), ThreadPoolExecutor(max_workers=2, thread_name_prefix="memory-search"))
         return _pool[1]
 
 
 def _start_query_vector(embedder: Embedder, query: str) -> list[float] | Future:
-    """The cached vector, or a future of it computed on the embedding pool."""
+    """The cached vector, or a future of it computed on the search pool."""
     cached = _cached_query_vector(embedder, query)
-    return cached if cached is not None else _embedding_pool().submit(query_vector, embedder, query)
+    return cached if cached is not None else _search_pool().submit(query_vector, embedder, query)
+
+
+def _vector_side_on_own_connection(agent_id: int, user: str | None, path_prefix: str, embedder: Embedder, query: str,
+                                   limit: int) -> tuple[list[tuple[int, float]], dict[int, _Row]]:
+    """The query embedded and the vector side run on a pool thread's own database connection, kept as a request
+    thread keeps its own: closed when unusable or older than CONN_MAX_AGE, then opened again."""
+    connection.close_if_unusable_or_obsolete()
+    try:
+        return vector_side(agent_id, user, path_prefix, query_vector(embedder, query), embedder.model_id, limit)
+    finally:
+        connection.close_if_unusable_or_obsolete()
+
+
+def _autocommit() -> bool:
+    """The caller's connection is outside any transaction (each statement commits by itself)."""
+    return not connection.in_atomic_block and connection.get_autocommit()
+
+
+def _sides_in_parallel() -> bool:
+    """Whether the vector side may run on a second connection while the caller's runs the full-text side: only in
+    autocommit (a second connection does not see the rows of the caller's open transaction, so inside one both
+    sides run on the caller's connection) and with persistent connections (CONN_MAX_AGE 0 would connect anew for
+    every search, slower than what the overlap saves). GOCLAW_MEMORY_SEARCH_PARALLEL=false keeps them on one."""
+    return bool(getattr(settings, "MEMORY_SEARCH_PARALLEL", True)) and \
+        connection.settings_dict.get("CONN_MAX_AGE") != 0 and _autocommit()
 
 
 # --- the two sides: one statement each, returning the candidates' rows -------------------------------------------------
 class _Row(NamedTuple):
+    """A candidate chunk as a side's statement returns it."""
+
     id: int
     path: str
     start_line: int
@@ -160,8 +192,9 @@ def _scope_sql(agent_id: int, user: str | None, path_prefix: str) -> tuple[str, 
 
 def _row_sql(agent_id: int, user: str | None, alias: str = "c") -> tuple[str, list[Any]]:
     """The columns of a `_Row` after the id (of table or subquery `alias`), with whether the user's own document of
-    that path hides a shared chunk (never for a search without a user). The lookup matches the documents' unique
-    index (agent, coalesce(user_id, ''), path): one index probe per candidate."""
+    that path hides a shared chunk (never for a search without a user). The lookup is written to match the documents'
+    unique index (agent, coalesce(user_id, ''), path), and sits above the sides' LIMIT: it reads the user's
+    documents, not every document of the agent."""
     columns = f"{alias}.path, {alias}.start_line, {alias}.end_line, {alias}.text, {alias}.user_id"
     if user is None:
         return f"{columns}, false", []
@@ -177,7 +210,7 @@ def _hnsw_settings(cursor: Any, ef: int) -> None:
     raw = connection.connection
     if state is not None and state[0] is raw and state[1] == ef:
         return
-    local = connection.in_atomic_block
+    local = not _autocommit()
     cursor.execute("SELECT set_config('hnsw.ef_search', %s, %s), set_config('hnsw.iterative_scan', 'strict_order', %s)",
                    [str(ef), local, local])
     if not local:
@@ -260,7 +293,7 @@ def _index_scans_only(cursor: Any) -> str:
     the same candidates every time (measured over 100k chunks under load: text side p50 -30%, p95 -30%). Only in
     autocommit (the SET ends with the statement's own transaction; inside the caller's transaction it would outlive
     the search) and with client-side binding (both statements go in one round trip)."""
-    if connection.in_atomic_block or not isinstance(cursor.cursor, psycopg.ClientCursor):
+    if not _autocommit() or not isinstance(cursor.cursor, psycopg.ClientCursor):
         return ""
     return "SET LOCAL enable_seqscan = off; "
 
@@ -291,22 +324,34 @@ def memory_search(*, agent: Agent, user_id: str | None, query: str, max_results:
         return MemorySearch([], ["empty query"])
     limit = max(20, max_results * 4)
     terms = query_terms(query)
-    # Two statements on the caller's connection, the first while the query is being embedded.
+    # One statement per side. Outside a transaction the vector side (embedding the query, then the HNSW statement)
+    # runs on a pool thread's connection while the caller's runs the full-text side; inside one, everything reads
+    # on the caller's connection (its uncommitted rows included) and only the embedding overlaps the text side.
     pending: list[float] | Future | None = None
+    parallel = False
     try:
         embedder = embedder or get_embedder()
-        pending = _start_query_vector(embedder, query)
+        parallel = _sides_in_parallel()
+        if parallel:
+            pending = _search_pool().submit(_vector_side_on_own_connection, agent.pk, user, path_prefix, embedder,
+                                               query, limit)
+        else:
+            pending = _start_query_vector(embedder, query)
     except EmbeddingError as exc:
         notes.append(f"vector search unavailable ({exc}); results are from full-text search only")
     text_side_, rows = text_side(agent.pk, user, path_prefix, terms, limit)
     vector_side_: list[tuple[int, float]] = []
     if pending is not None:
         try:
-            vector = pending.result() if isinstance(pending, Future) else pending
+            if parallel:
+                vector_side_, vector_rows = pending.result()
+            else:
+                vector = pending.result() if isinstance(pending, Future) else pending
+                vector_side_, vector_rows = vector_side(agent.pk, user, path_prefix, vector, embedder.model_id,
+                                                        limit)
         except EmbeddingError as exc:
             notes.append(f"vector search unavailable ({exc}); results are from full-text search only")
         else:
-            vector_side_, vector_rows = vector_side(agent.pk, user, path_prefix, vector, embedder.model_id, limit)
             rows.update(vector_rows)
     if not rows:
         return MemorySearch([], notes)
