@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from django.db.models import Count, Prefetch, Q, QuerySet
-from django.urls import path
+from django.urls import re_path
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.generics import ListAPIView
@@ -325,15 +325,22 @@ class TeamMessageListView(ListAPIView):
 
 # Ids and identifiers are matched as text and parsed by the views: a malformed one is the same 404 envelope as an
 # unknown one (after the credential checks).
+def _route(pattern: str, view, name: str):
+    """`teams/<id>/tasks` with or without the trailing slash (agents' HTTP clients differ; a POST cannot be
+    redirected)."""
+    regex = pattern.replace("<id>", "(?P<id>[^/]+)").replace("<task_id>", "(?P<task_id>[^/]+)")
+    return re_path(f"^{regex.replace('<agent>', '(?P<agent>[^/]+)')}/?$", view, name=name)
+
+
 urlpatterns: list = [
-    path("teams/", TeamListView.as_view(), name="team-list"),
-    path("teams/<str:id>/", TeamDetailView.as_view(), name="team-detail"),
-    path("teams/<str:id>/members/", TeamMemberListView.as_view(), name="team-member-list"),
-    path("teams/<str:id>/members/<str:agent>/", TeamMemberDetailView.as_view(), name="team-member-detail"),
-    path("teams/<str:id>/tasks/", TaskListView.as_view(), name="team-task-list"),
-    path("teams/<str:id>/tasks/<str:task_id>/", TaskDetailView.as_view(), name="team-task-detail"),
-    *(path(f"teams/<str:id>/tasks/<str:task_id>/{name}/", _action_view(name, *spec).as_view(),
-           name=f"team-task-{name}") for name, spec in ACTIONS.items()),
-    path("teams/<str:id>/events/", TeamEventListView.as_view(), name="team-event-list"),
-    path("teams/<str:id>/messages/", TeamMessageListView.as_view(), name="team-message-list"),
+    _route("teams", TeamListView.as_view(), "team-list"),
+    _route("teams/<id>", TeamDetailView.as_view(), "team-detail"),
+    _route("teams/<id>/members", TeamMemberListView.as_view(), "team-member-list"),
+    _route("teams/<id>/members/<agent>", TeamMemberDetailView.as_view(), "team-member-detail"),
+    _route("teams/<id>/tasks", TaskListView.as_view(), "team-task-list"),
+    _route("teams/<id>/tasks/<task_id>", TaskDetailView.as_view(), "team-task-detail"),
+    *(_route(f"teams/<id>/tasks/<task_id>/{name}", _action_view(name, *spec).as_view(), f"team-task-{name}")
+      for name, spec in ACTIONS.items()),
+    _route("teams/<id>/events", TeamEventListView.as_view(), "team-event-list"),
+    _route("teams/<id>/messages", TeamMessageListView.as_view(), "team-message-list"),
 ]
