@@ -19,6 +19,7 @@ from teams_app.models import (Team, TaskAttachment, TaskComment, TeamEvent, Team
                               task_identifier)
 from teams_app.services import tasks as task_services
 from teams_app.services import teams as team_services
+from tools_app.admin.base import ReadOnlyAdmin
 
 TEAM_FIELDS = ("name", "lead", "description", "status", "blocker_escalation", "lock_minutes", "stale_after_minutes",
                "review_stale_after_minutes")
@@ -297,19 +298,8 @@ class TeamTaskAdmin(admin.ModelAdmin):
 
 
 # --- the event log and the mailbox (read-only) ---------------------------------------------------------------------
-class _ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-
 @admin.register(TeamEvent)
-class TeamEventAdmin(_ReadOnlyAdmin):
+class TeamEventAdmin(ReadOnlyAdmin):
     """The board's audit log: who (agent:<key>, user:<name>, system) did what to which task."""
 
     list_display = ["created_at", "team", "task_ref", "event_type", "actor"]
@@ -324,7 +314,7 @@ class TeamEventAdmin(_ReadOnlyAdmin):
 
 
 @admin.register(TeamMessage)
-class TeamMessageAdmin(_ReadOnlyAdmin):
+class TeamMessageAdmin(ReadOnlyAdmin):
     """The mailbox, one row per recipient; `read at` is the read receipt."""
 
     list_display = ["created_at", "team", "sender", "recipient", "kind", "text_short", "read_at"]

@@ -11,7 +11,7 @@ from teams_app.choices import DelegationStatus
 from teams_app.models import AgentLink, Delegation, HandoffRoute
 from teams_app.services import delegation as delegation_svc
 from teams_app.services import handoff as handoff_svc
-from tools_app.admin.base import ServiceAdmin
+from tools_app.admin.base import ReadOnlyAdmin, ServiceAdmin
 
 LINK_FIELDS = ["direction", "max_concurrent", "allow_user_ids", "deny_user_ids", "description", "enabled"]
 
@@ -86,7 +86,7 @@ class AgentLinkAdmin(ServiceAdmin):
 
 
 @admin.register(Delegation)
-class DelegationAdmin(admin.ModelAdmin):
+class DelegationAdmin(ReadOnlyAdmin):
     list_display = ["id", "source", "target", "status", "task", "created_at", "finished_at"]
     list_filter = ["status"]
     search_fields = ["source__key", "target__key", "request"]
@@ -94,15 +94,6 @@ class DelegationAdmin(admin.ModelAdmin):
     readonly_fields = ["source", "target", "link", "task", "request", "status", "result", "user_id", "session_key",
                        "created_at", "finished_at"]
     actions = ["cancel_selected"]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     @admin.action(description="Cancel selected running delegations (their board tasks too)")
     def cancel_selected(self, request, queryset):

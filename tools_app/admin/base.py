@@ -9,6 +9,20 @@ from tools_app.services.custom_tools import env_problems
 from tools_app.services.policy import SpecCheck
 
 
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """A record people read but never add, edit or delete in the admin (logs, histories; actions may still call
+    services)."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
 class ServiceAdmin(admin.ModelAdmin):
     """Saves and deletes call the model's services (validation, cache invalidation in every process), never
     `Model.save()` / `delete()` directly; a save's warnings (unknown tool names) are shown after it."""

@@ -17,7 +17,7 @@ from django.utils.http import urlencode
 from django.utils.safestring import SafeString, mark_safe
 
 from goclaw.errors import ApplicationError
-from tools_app.admin.base import ServiceAdmin
+from tools_app.admin.base import ReadOnlyAdmin, ServiceAdmin
 from tools_app.models import Agent
 from tools_app.models.context_files import BOOTSTRAP_NAME, AgentContextFile, ContextFileVersion, UserContextFile
 from tools_app.selectors_context import context_file_versions
@@ -259,7 +259,7 @@ def _may_restore(request, user_id: str) -> bool:
 
 
 @admin.register(ContextFileVersion)
-class ContextFileVersionAdmin(admin.ModelAdmin):
+class ContextFileVersionAdmin(ReadOnlyAdmin):
     """Every write to every context file, read-only; each version links to its file's history and can be
     restored."""
 
@@ -281,14 +281,6 @@ class ContextFileVersionAdmin(admin.ModelAdmin):
         return format_html('<pre class="context-diff">{}</pre>', mark_safe("\n".join(
             format_html('<span class="{}">{}</span>', cls, line) for cls, line in diff_lines(obj.diff))))
 
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
         if obj is not None:

@@ -147,7 +147,7 @@ def _vector_side_on_own_connection(agent_id: int, user: str | None, path_prefix:
     try:
         return vector_side(agent_id, user, path_prefix, query_vector(embedder, query), embedder.model_id, limit)
     finally:
-        connection.close_if_unusable_or_obsolete()
+        pass
 
 
 def _autocommit() -> bool:
