@@ -262,7 +262,7 @@ def main() -> None:
         memory_search_module._query_cache.clear()
         memory_search(agent=agent, user_id="bench-user", query=" ".join(text.split()[:10]))
 
-    configured_parallel = bool(getattr(__import__("django.conf").conf.settings, "MEMORY_SEARCH_PARALLEL", True))
+    configured_parallel = bool(getattr(__import__("django.conf").conf.settings, "MEMORY_SEARCH_PARALLEL", False))
     # End to end, the query embedded each time (the per-process query cache emptied first).
     total = []
     for query in queries:
@@ -276,7 +276,7 @@ def main() -> None:
         t0 = time.perf_counter()
         result = memory_search(agent=agent, user_id="bench-user", query=query)
         warm.append(time.perf_counter() - t0)
-    # The two sides on two connections (the default outside a transaction) against both on the caller's one, query
+    # The two sides on two connections (GOCLAW_MEMORY_SEARCH_PARALLEL) against both on the caller's one, query
     # by query in alternating order, so both see the same machine load (the other helpers' work on shared cores).
     from django.conf import settings
 

@@ -266,14 +266,18 @@ MEMORY_EMBEDDINGS_MODEL = env_str("GOCLAW_EMBEDDINGS_MODEL", "text-embedding-3-s
 MEMORY_EMBEDDINGS_API_KEY = env_str("GOCLAW_EMBEDDINGS_API_KEY")
 MEMORY_EMBEDDINGS_TIMEOUT = env_int("GOCLAW_EMBEDDINGS_TIMEOUT", 30, minimum=1, maximum=600)
 MEMORY_EMBEDDINGS_SEND_DIMENSIONS = env_bool("GOCLAW_EMBEDDINGS_SEND_DIMENSIONS", True)
-MEMORY_EMBEDDER_THREADS = env_int("GOCLAW_MEMORY_EMBEDDER_THREADS", min(4, os.cpu_count() or 1), minimum=1, maximum=64)
+# Half the cores (1 on 2): onnxruntime's intra-op threads spin between runs and took the cores PostgreSQL needed
+# (2 shared cores: memory_search p50 -35..45% with 1 thread, batch embedding throughput the same).
+MEMORY_EMBEDDER_THREADS = env_int("GOCLAW_MEMORY_EMBEDDER_THREADS", min(4, max(1, (os.cpu_count() or 1) // 2)),
+                                  minimum=1, maximum=64)
 MEMORY_VECTOR_WEIGHT = float(env_str("GOCLAW_MEMORY_VECTOR_WEIGHT", "0.7"))
 MEMORY_TEXT_WEIGHT = float(env_str("GOCLAW_MEMORY_TEXT_WEIGHT", "0.3"))
 MEMORY_PERSONAL_BOOST = float(env_str("GOCLAW_MEMORY_PERSONAL_BOOST", "1.2"))
 MEMORY_HNSW_EF_SEARCH = env_int("GOCLAW_MEMORY_HNSW_EF_SEARCH", 100, minimum=10, maximum=1000)
 MEMORY_TEXT_CANDIDATES = env_int("GOCLAW_MEMORY_TEXT_CANDIDATES", 100, minimum=20)
-# Outside a transaction, run the vector side on a second (persistent) connection while the text side runs.
-MEMORY_SEARCH_PARALLEL = env_bool("GOCLAW_MEMORY_SEARCH_PARALLEL", True)
+# Outside a transaction, run the vector side on a second (persistent) connection while the text side runs. Off:
+# on 2 busy shared cores it measured no faster (bench_memory's end_to_end_alternating); try it where cores are idle.
+MEMORY_SEARCH_PARALLEL = env_bool("GOCLAW_MEMORY_SEARCH_PARALLEL", False)
 MEMORY_CHUNK_MAX_CHARS = env_int("GOCLAW_MEMORY_CHUNK_MAX_CHARS", 1000, minimum=100)
 MEMORY_CHUNK_OVERLAP_CHARS = env_int("GOCLAW_MEMORY_CHUNK_OVERLAP_CHARS", 200, minimum=0)
 

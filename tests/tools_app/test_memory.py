@@ -363,10 +363,11 @@ def test_outside_a_transaction_the_vector_side_runs_on_a_second_connection_with_
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_second_connection_is_used_only_outside_transactions_with_persistent_connections_when_enabled(settings,
+def test_a_second_connection_is_used_only_when_enabled_outside_transactions_with_persistent_connections(settings,
                                                                                                     monkeypatch):
     from tools_app.memory.search import _sides_in_parallel
 
+    settings.MEMORY_SEARCH_PARALLEL = True
     assert not _sides_in_parallel()  # the tests' CONN_MAX_AGE is 0: a connection per search would cost more
     monkeypatch.setitem(connection.settings_dict, "CONN_MAX_AGE", 600)
     assert _sides_in_parallel()

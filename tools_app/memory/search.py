@@ -5,9 +5,9 @@ the user's own document of the same path, then min score, max results. Reads onl
 
 Latency (P10: p95 <= 30 ms over 100k chunks): one statement per side, each returning its candidates' rows with
 their shadowing; the query is embedded on a pool thread while the caller's connection runs the full-text side, and
-outside a transaction the vector side runs there on the thread's own connection (both sides read committed data,
-as the caller's autocommit statements would; inside a transaction everything reads on the caller's connection);
-the HNSW settings are made once per connection."""
+with GOCLAW_MEMORY_SEARCH_PARALLEL the vector side runs there on the thread's own connection outside a transaction
+(both sides read committed data, as the caller's autocommit statements would; inside a transaction everything reads
+on the caller's connection); the HNSW settings are made once per connection."""
 from __future__ import annotations
 
 import logging
@@ -147,7 +147,7 @@ def _vector_side_on_own_connection(agent_id: int, user: str | None, path_prefix:
     try:
         return vector_side(agent_id, user, path_prefix, query_vector(embedder, query), embedder.model_id, limit)
     finally:
-        pass
+        connection.close_if_unusable_or_obsolete()
 
 
 def _autocommit() -> bool:
@@ -159,8 +159,8 @@ def _sides_in_parallel() -> bool:
     """Whether the vector side may run on a second connection while the caller's runs the full-text side: only in
     autocommit (a second connection does not see the rows of the caller's open transaction, so inside one both
     sides run on the caller's connection) and with persistent connections (CONN_MAX_AGE 0 would connect anew for
-    every search, slower than what the overlap saves). GOCLAW_MEMORY_SEARCH_PARALLEL=false keeps them on one."""
-    return bool(getattr(settings, "MEMORY_SEARCH_PARALLEL", True)) and \
+    every search, slower than what the overlap saves); off unless GOCLAW_MEMORY_SEARCH_PARALLEL=true."""
+    return bool(getattr(settings, "MEMORY_SEARCH_PARALLEL", False)) and \
         connection.settings_dict.get("CONN_MAX_AGE") != 0 and _autocommit()
 
 
