@@ -120,9 +120,11 @@ def _statuses(status: Any) -> list[str] | None:
     return statuses
 
 
-def task_as_dict(task: TeamTask, *, detail: bool = False) -> dict[str, Any]:
+def task_as_dict(task: TeamTask, *, detail: bool = False, blocked_by: list[str] | None = None) -> dict[str, Any]:
     """The one JSON shape of a task (API, tools, events, board page). `detail` adds comments, attachments, the
-    event log and the tasks waiting for this one."""
+    event log and the tasks waiting for this one. `blocked_by`: the caller already has the identifiers (no query)."""
+    if blocked_by is None:
+        blocked_by = [task_identifier(b.number) for b in sorted(task.blocked_by.all(), key=lambda b: b.number)]
     data: dict[str, Any] = {
         "id": task.identifier,
         "team": task.team_id,
@@ -132,7 +134,7 @@ def task_as_dict(task: TeamTask, *, detail: bool = False) -> dict[str, Any]:
         "priority": task.priority,
         "owner": task.owner.key if task.owner_id else None,
         "created_by": task.created_by,
-        "blocked_by": [task_identifier(b.number) for b in sorted(task.blocked_by.all(), key=lambda b: b.number)],
+        "blocked_by": blocked_by,
         "result": task.result,
         "progress": {"percent": task.progress_percent, "step": task.progress_step},
         "lock_expires_at": task.lock_expires_at,

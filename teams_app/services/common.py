@@ -31,7 +31,10 @@ def member_role(team: Team, agent: Any) -> str | None:
     agent_id = getattr(agent, "pk", agent)
     if agent_id is None:
         return None
-    return TeamMember.objects.filter(team=team, agent_id=agent_id).values_list("role", flat=True).first()
+    # .order_by(): no join through the model's default ordering (team name, agent key) for a one-row lookup.
+    team_id = getattr(team, "pk", team)
+    return (TeamMember.objects.filter(team_id=team_id, agent_id=agent_id).order_by()
+            .values_list("role", flat=True).first())
 
 
 def require_role(team: Team, actor: Actor, roles: Iterable[str], action: str) -> str:
@@ -94,22 +97,42 @@ def actor_label(actor: Any) -> str:
     return str(actor) if actor is not None else "system"
 
 
+def event_data(data: dict[str, Any] | None) -> dict[str, Any]:
+    """An event's data as the audit row stores it (datetimes as ISO text, like every JSON payload)."""
+    return json.loads(json.dumps(data or {}, cls=DjangoJSONEncoder))
+
+
+def event_publish(event_type: str, team_id: int, task: dict[str, Any] | None, actor: str, data: dict[str, Any], *,
+                  owner_key: str | None = None, lead_key: str | None = None) -> None:
+    """Publish `team_task.<event_type>` (after commit) to the team's group, the all-teams group, the owner's agent
+    group (`owner_key`: pass it only while the owner is in the team) and the lead's (for events the lead acts on)."""
+    groups = [team_group(team_id), TEAMS_GROUP]
+    if owner_key:
+        groups.append(events.agent_group(owner_key))
+    if lead_key and event_type in LEAD_EVENTS:
+        groups.append(events.agent_group(lead_key))
+    events.publish(f"team_task.{event_type}", {"team": team_id, "task": task, "actor": actor, "data": data}, groups)
+
+
 def event_record(team: Team, task: TeamTask | None, event_type: str, actor: Any,
-                 data: dict[str, Any] | None = None) -> TeamEvent:
+                 data: dict[str, Any] | None = None, *, owner_in_team: bool | None = None) -> TeamEvent:
     """Write the audit row of something that happened on `team`'s board and publish `team_task.<event_type>`
     (after commit) to the team's group, the all-teams group, the task owner's agent group (while it is in the team),
-    and the lead's for events the lead acts on."""
+    and the lead's for events the lead acts on. `owner_in_team`: the caller already knows (saves a query)."""
     from teams_app.selectors import task_as_dict
 
-    data = json.loads(json.dumps(data or {}, cls=DjangoJSONEncoder))  # datetimes as ISO text in the audit row
+    data = event_data(data)
     event = TeamEvent.objects.create(team=team, task=task, event_type=event_type, actor=actor_label(actor), data=data)
-    groups = [team_group(team.pk), TEAMS_GROUP]
+    owner_key = None
     # A finished task keeps its owner after the owner leaves the team: a former member hears nothing more.
-    if task is not None and task.owner_id and member_role(team, task.owner_id) is not None:
-        groups.append(events.agent_group(task.owner.key))
-    if event_type in LEAD_EVENTS:
-        groups.append(events.agent_group(team.lead.key))
-    payload = {"team": team.pk, "task": task_as_dict(task) if task is not None else None,
-               "actor": event.actor, "data": data}
-    events.publish(f"team_task.{event_type}", payload, groups)
+    if task is not None and task.owner_id:
+        if owner_in_team is None and isinstance(actor, Actor) and actor.is_agent and actor.agent_id == task.owner_id:
+            owner_in_team = True  # an agent acting on the board has passed require_role in this transaction
+        if owner_in_team is None:
+            owner_in_team = member_role(team, task.owner_id) is not None
+        if owner_in_team:
+            owner_key = task.owner.key
+    lead_key = team.lead.key if event_type in LEAD_EVENTS else None
+    event_publish(event_type, team.pk, task_as_dict(task) if task is not None else None, event.actor, data,
+                  owner_key=owner_key, lead_key=lead_key)
     return event

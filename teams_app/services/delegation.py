@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from goclaw.errors import Conflict, ValidationError
@@ -263,21 +263,25 @@ def delegation_cancel(*, actor: Actor, delegation: Delegation, reason: str = "")
 def delegation_task_finished(task: Any) -> None:
     """Called by the task services, in their transaction, when a task reaches completed / failed / cancelled: the
     delegation the task carries (if any) takes its outcome, and the source agent is told (`delegation.<status>`
-    to its group), so the result flows back to whoever delegated."""
-    row = TeamTask.objects.filter(pk=task.pk).values("status", "result").first()
-    if row is None or row["status"] not in TASK_OUTCOMES:
+    to its group), so the result flows back to whoever delegated. One conditional UPDATE … RETURNING (the task's
+    row as committed in this transaction decides the outcome); nothing more when the task carries no delegation."""
+    outcome = " ".join(f"WHEN '{t}' THEN '{d}'" for t, d in TASK_OUTCOMES.items())
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {Delegation._meta.db_table} d SET status = CASE t.status {outcome} END, "
+            f"result = left(t.result, %s), finished_at = %s FROM {TeamTask._meta.db_table} t "
+            f"WHERE d.task_id = %s AND d.status = %s AND t.id = d.task_id AND t.status = ANY(%s) "
+            f"RETURNING d.id, d.status, d.result = ''",
+            [RESULT_MAX, timezone.now(), task.pk, DelegationStatus.RUNNING, list(TASK_OUTCOMES)])
+        row = cursor.fetchone()
+    if row is None:
         return
-    delegation = (Delegation.objects.select_for_update(of=("self",)).select_related("source", "target", "task")
-                  .filter(task_id=task.pk, status=DelegationStatus.RUNNING).first())
-    if delegation is None:
-        return
-    status = TASK_OUTCOMES[row["status"]]
-    result = row["result"] or _task_reason(task.pk, row["status"])
-    changed = Delegation.objects.filter(pk=delegation.pk, status=DelegationStatus.RUNNING).update(
-        status=status, result=result[:RESULT_MAX], finished_at=timezone.now())
-    if changed != 1:
-        return
-    delegation.refresh_from_db()
+    pk, status, no_result = row
+    if no_result:  # a failed or cancelled task may keep its reason in its last event rather than its result
+        reason = _task_reason(task.pk, {v: k for k, v in TASK_OUTCOMES.items()}[status])
+        if reason:
+            Delegation.objects.filter(pk=pk).update(result=reason[:RESULT_MAX])
+    delegation = Delegation.objects.select_related("source", "target", "task").get(pk=pk)
     _publish(f"delegation.{status}", delegation, Actor.system(f"task:{delegation.task.identifier}"),
              groups=(delegation.source.key, delegation.target.key))
 

@@ -2,10 +2,18 @@
 locks the task row, changes it with a conditional UPDATE (`WHERE status IN expected`) checked by its row count, and
 records a TeamEvent (published after commit). Finishing a task updates the tasks waiting for it in the same
 transaction. Lock order, to stay free of deadlocks: the team row (task numbers, dependency changes) before task rows.
-Errors are sentences for the model: what is wrong and what to do instead."""
+Errors are sentences for the model: what is wrong and what to do instead.
+
+Claiming and completing are the board's hot path (many workers looping claim → complete): for an agent each first
+tries one statement that does the whole common case (pick / check / change the row, write the event, return what the
+event payload needs). When it changes nothing, the full checks run to find out why and say so, so every error
+sentence comes from one place (the slow path), and the fast statement only ever does what the slow path would."""
 from __future__ import annotations
 
+import hashlib
+import json
 import posixpath
+import weakref
 from datetime import datetime, timedelta
 from typing import Any, Iterable
 
@@ -15,16 +23,17 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from teams_app.actors import Actor
-from teams_app.choices import (ACTIVE_STATUSES, TERMINAL_STATUSES, CommentKind, MemberRole, TaskStatus,
-                               TeamEventType)
+from teams_app.choices import (ACTIVE_STATUSES, TERMINAL_STATUSES, CommentKind, DelegationStatus, MemberRole,
+                               TaskStatus, TeamEventType, TeamStatus)
 from teams_app.errors import (DependencyCycle, TaskConflict, TaskInvalid, TaskNotFound, TeamInvalid,
                               TeamPermissionDenied)
-from teams_app.models import (Team, TaskAttachment, TaskComment, TaskDependency, TeamMember, TeamTask,
-                              task_identifier)
-from teams_app.selectors import task_number
-from teams_app.services.common import (ANY_ROLE, clean_int, clean_text, event_record, member_role, require_role,
-                                       require_writable)
+from teams_app.models import (Delegation, Team, TaskAttachment, TaskComment, TaskDependency, TeamEvent, TeamMember,
+                              TeamTask, task_identifier)
+from teams_app.selectors import task_as_dict, task_number
+from teams_app.services.common import (ANY_ROLE, clean_int, clean_text, event_data, event_publish, event_record,
+                                       member_role, require_role, require_writable)
 from teams_app.services.mailbox import message_system_send
+from tools_app.models import Agent
 
 SUBJECT_MAX = 500
 DESCRIPTION_MAX = 20_000
@@ -256,6 +265,134 @@ def _lock_values(team: Team, now: datetime) -> dict[str, Any]:
 NO_LOCK = {"locked_at": None, "lock_expires_at": None}
 
 
+# ---------------------------------------------------------------- the hot path: one statement per claim / complete
+
+_TASK = TeamTask._meta.db_table
+_FIELDS = [f for f in TeamTask._meta.concrete_fields if f.name != "search"]  # not the generated tsvector
+_ATTNAMES = [f.attname for f in _FIELDS]
+_RETURNING = ", ".join(f't."{f.column}"' for f in _FIELDS)
+_COLUMNS = ", ".join(f'c."{f.column}"' for f in _FIELDS)
+_TEAM_IS_ACTIVE = (f"EXISTS (SELECT 1 FROM {Team._meta.db_table} tm WHERE tm.id = t.team_id "
+                   f"AND tm.status = '{TeamStatus.ACTIVE.value}')")
+_BLOCKED_BY = (f"ARRAY(SELECT b.number FROM {TaskDependency._meta.db_table} d JOIN {_TASK} b ON b.id = d.blocker_id "
+               f"WHERE d.task_id = c.id ORDER BY b.number)")
+
+
+def _event_insert(event_type: str) -> str:
+    return (f"INSERT INTO {TeamEvent._meta.db_table} (team_id, task_id, event_type, actor, data, created_at) "
+            f"SELECT c.team_id, c.id, '{event_type}', $4, $5, $6 FROM changed c")
+
+
+# Pick the best (or the named) claimable task, skipping rows other claimers hold; take it only while the caller is
+# a member of the active team; write the `claimed` event; return the row and its blockers' numbers.
+# $1 team, $2 task (named claims), $3 the agent, $4 actor label, $5 event data, $6 now, $7 lock expiry.
+_CLAIM_SQL = f"""
+WITH pick AS (
+    SELECT t.id FROM {_TASK} t
+    WHERE t.team_id = $1 {{named}} AND t.status = '{S.PENDING.value}' AND (t.owner_id IS NULL OR t.owner_id = $3)
+    ORDER BY t.priority DESC, t.number LIMIT 1 FOR UPDATE SKIP LOCKED
+), changed AS (
+    UPDATE {_TASK} t SET status = '{S.IN_PROGRESS.value}', owner_id = $3, updated_at = $6, locked_at = $6,
+        lock_expires_at = $7
+    FROM pick
+    WHERE t.id = pick.id AND t.status = '{S.PENDING.value}' AND (t.owner_id IS NULL OR t.owner_id = $3)
+      AND EXISTS (SELECT 1 FROM {TeamMember._meta.db_table} m
+                  WHERE m.team_id = t.team_id AND m.agent_id = $3 AND m.role = '{MemberRole.MEMBER.value}')
+      AND {_TEAM_IS_ACTIVE}
+    RETURNING {_RETURNING}
+), event AS ({_event_insert(TeamEventType.CLAIMED.value)})
+SELECT {_COLUMNS}, {_BLOCKED_BY} FROM changed c"""
+_CLAIM_TYPES = "bigint, bigint, bigint, text, jsonb, timestamptz, timestamptz"
+_CLAIM_BEST = _CLAIM_SQL.replace("{named}", "AND $2::bigint IS NULL")
+_CLAIM_NAMED = _CLAIM_SQL.replace("{named}", "AND t.id = $2")
+
+# Complete the caller's own task while it is in the team (any role) and the team is active; write the `completed`
+# event; return the row, its blockers' numbers, whether anything waits for it or a delegation runs on it (only
+# then does the finishing logic run), and the lead's key (for the lead's event group). Those EXISTS read the
+# statement's snapshot: a dependency added by a task_update that held this row while the UPDATE waited is missed,
+# and the board sweep's unblocking (the safety net) releases that dependent.
+# $1 task, $2 result, $3 the agent, $4 actor label, $5 event data, $6 now.
+_COMPLETE_SQL = f"""
+WITH changed AS (
+    UPDATE {_TASK} t SET status = '{S.COMPLETED.value}', result = $2, completed_at = $6, progress_percent = 100,
+        question = '', question_asked_at = NULL, updated_at = $6, locked_at = NULL, lock_expires_at = NULL
+    WHERE t.id = $1 AND t.status IN ('{S.IN_PROGRESS.value}', '{S.PENDING.value}') AND t.owner_id = $3
+      AND EXISTS (SELECT 1 FROM {TeamMember._meta.db_table} m WHERE m.team_id = t.team_id AND m.agent_id = $3)
+      AND {_TEAM_IS_ACTIVE}
+    RETURNING {_RETURNING}
+), event AS ({_event_insert(TeamEventType.COMPLETED.value)})
+SELECT {_COLUMNS}, {_BLOCKED_BY},
+    EXISTS (SELECT 1 FROM {TaskDependency._meta.db_table} d WHERE d.blocker_id = c.id),
+    EXISTS (SELECT 1 FROM {Delegation._meta.db_table} g
+            WHERE g.task_id = c.id AND g.status = '{DelegationStatus.RUNNING.value}'),
+    (SELECT a.key FROM {Team._meta.db_table} tm JOIN {Agent._meta.db_table} a ON a.id = tm.lead_id
+     WHERE tm.id = c.team_id)
+FROM changed c"""
+_COMPLETE_TYPES = "bigint, text, bigint, text, jsonb, timestamptz"
+
+# Prepared once per database connection: planning these statements costs PostgreSQL more than running them. The
+# set of names lives with the (psycopg) connection object, so a new connection prepares again; prepared statements
+# are session state, untouched by rollbacks.
+_prepared: "weakref.WeakKeyDictionary[Any, set[str]]" = weakref.WeakKeyDictionary()
+
+
+def _fast(sql: str, types: str, params: list[Any]) -> tuple[Any, ...] | None:
+    """Run one hot-path statement (prepared on first use in this connection); its row, or None."""
+    name = "goclaw_team_" + hashlib.sha1(sql.encode()).hexdigest()[:16]
+    with connection.cursor() as cursor:
+        names = _prepared.setdefault(connection.connection, set())
+        if name not in names:
+            cursor.execute(f"PREPARE {name} ({types}) AS {sql}")
+            names.add(name)
+        cursor.execute(f"EXECUTE {name} ({', '.join(['%s'] * len(params))})", params)
+        return cursor.fetchone()
+
+
+def _task_from_row(row: tuple[Any, ...], actor: Actor, team: Team | None) -> tuple[TeamTask, list[str]]:
+    """The task the fast statement returned (owned by the actor, with `team` when it is the task's), and the
+    identifiers of its blockers."""
+    task = TeamTask.from_db(connection.alias, _ATTNAMES, row[:len(_ATTNAMES)])
+    task.owner = Agent.from_db(connection.alias, ["id", "key"], [actor.agent_id, actor.name])
+    if team is not None and team.pk == task.team_id:
+        task.team = team
+    return task, [task_identifier(n) for n in row[len(_ATTNAMES)]]
+
+
+def _claim_fast(actor: Actor, team: Team, named: TeamTask | None) -> TeamTask | None:
+    """The whole claim in one statement, or None when it took nothing (the slow path then says why)."""
+    now = _now()
+    expires = now + timedelta(minutes=team.lock_minutes)
+    data = event_data({"lock_expires_at": expires})
+    label = str(actor)
+    row = _fast(_CLAIM_NAMED if named is not None else _CLAIM_BEST, _CLAIM_TYPES,
+                [team.pk, named.pk if named is not None else None, actor.agent_id, label, json.dumps(data), now,
+                 expires])
+    if row is None:
+        return None
+    task, blocked_by = _task_from_row(row, actor, team)
+    # The owner is the actor, a member (checked by the statement): its group hears the event.
+    event_publish(TeamEventType.CLAIMED, task.team_id, task_as_dict(task, blocked_by=blocked_by), label, data,
+                  owner_key=actor.name)
+    return task
+
+
+def _complete_fast(actor: Actor, task: TeamTask, result: str) -> TeamTask | None:
+    """The whole completion in one statement (plus the finishing logic only when something waits for the task or a
+    delegation runs on it), or None when it changed nothing (the slow path then says why)."""
+    label = str(actor)
+    row = _fast(_COMPLETE_SQL, _COMPLETE_TYPES, [task.pk, result, actor.agent_id, label, "{}", _now()])
+    if row is None:
+        return None
+    team = task.team if TeamTask.team.is_cached(task) else None
+    done, blocked_by = _task_from_row(row, actor, team)
+    has_dependents, has_delegation, lead_key = row[-3:]
+    event_publish(TeamEventType.COMPLETED, done.team_id, task_as_dict(done, blocked_by=blocked_by), label, {},
+                  owner_key=actor.name, lead_key=lead_key)
+    if has_dependents or has_delegation:
+        _finished(done, actor)
+    return done
+
+
 # ---------------------------------------------------------------- create, claim, assign
 
 @transaction.atomic
@@ -309,6 +446,13 @@ def task_claim(*, actor: Actor, team: Team, task: TeamTask | None = None) -> Tea
     if not actor.is_agent:
         raise TeamPermissionDenied("Only member agents claim tasks; people assign them instead.")
     require_writable(team)
+    if task is None or task.team_id == team.pk:
+        claimed = _claim_fast(actor, team, task)
+        if claimed is not None:
+            return claimed
+        # The statement took nothing: the checks below say why. The caller's team object may be stale (archived
+        # since it was read), so its status is read again.
+        require_writable(Team.objects.only("name", "status").get(pk=team.pk))
     require_role(team, actor, (MemberRole.MEMBER,), "claim tasks")
     mine = Q(owner__isnull=True) | Q(owner_id=actor.agent_id)
     if task is None:
@@ -392,6 +536,10 @@ def task_complete(*, actor: Actor, task: TeamTask, result: str) -> TeamTask:
     """The owner finishes its task with a result (a pending task it owns, e.g. after its lock expired, may be
     completed directly). Tasks waiting only for this one become pending."""
     result = clean_text("result", result, RESULT_MAX, required=True)
+    if actor.is_agent:  # the statement itself checks that the task is the caller's
+        done = _complete_fast(actor, task, result)
+        if done is not None:
+            return done
     task = _locked(task)
     require_writable(task.team)
     require_role(task.team, actor, ANY_ROLE, "complete tasks")

@@ -332,13 +332,19 @@ def test_fail_is_for_the_owner_or_the_lead(crew, make_task):
     assert fresh(other).status == "failed"
 
 
-def test_every_finished_task_is_reported_to_the_delegation_service(crew, make_task, monkeypatch):
+def test_every_finished_task_carrying_a_delegation_is_reported_to_the_delegation_service(crew, make_task,
+                                                                                         monkeypatch):
     import teams_app.services.delegation as delegation
+    from teams_app.models import Delegation
 
     finished = []
     monkeypatch.setattr(delegation, "delegation_task_finished", lambda task: finished.append((task.pk, task.status)))
     done, failed, cancelled = (claimed(crew, make_task, s) for s in ("done", "failed", "cancelled"))
+    for task in (done, failed, cancelled):
+        Delegation.objects.create(source=crew.outsider, target=crew.lead, request="work", task=task)
+    plain = claimed(crew, make_task, "nobody delegated this")
     svc.task_complete(actor=crew.as_worker, task=done, result="ok")
+    svc.task_complete(actor=crew.as_worker, task=plain, result="ok")  # no delegation: no call (the hot path)
     svc.task_fail(actor=crew.as_worker, task=failed, reason="no")
     svc.task_cancel(actor=crew.as_lead, task=cancelled)
     svc.task_progress(actor=crew.as_worker, task=claimed(crew, make_task, "still going"), percent=5)
@@ -740,3 +746,75 @@ def test_board_events_reach_the_team_and_the_owner_after_commit(crew, make_task,
         assert message["event"] == "team_task.claimed"
         assert message["payload"]["task"]["id"] == "T-001" and message["payload"]["task"]["owner"] == crew.worker.key
         assert message["payload"]["actor"] == f"agent:{crew.worker.key}"
+
+
+# ---------------------------------------------------------------- the hot path (one statement per claim / complete)
+
+def _statements(queries) -> list[str]:
+    return [q["sql"] for q in queries if not q["sql"].startswith(("SAVEPOINT", "RELEASE SAVEPOINT"))]
+
+
+def test_a_claim_and_a_completion_each_take_one_statement_on_the_common_path(crew, make_task):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    warm = claimed(crew, make_task, "warm-up")  # the connection prepares the statements once
+    svc.task_complete(actor=crew.as_worker, task=warm, result="done")
+    make_task("first")
+    with CaptureQueriesContext(connection) as claim:
+        task = svc.task_claim(actor=crew.as_worker, team=crew.team)
+    with CaptureQueriesContext(connection) as complete:
+        svc.task_complete(actor=crew.as_worker, task=task, result="done")
+    assert (len(_statements(claim.captured_queries)), len(_statements(complete.captured_queries))) == (1, 1)
+    assert (fresh(task).status, fresh(task).owner_id, fresh(task).result) == ("completed", crew.worker.pk, "done")
+    assert event_types(task) == ["created", "claimed", "completed"]
+
+
+def test_the_one_statement_claim_and_completion_publish_what_the_full_path_would(crew, make_task):
+    from unittest import mock
+
+    from django.core.serializers.json import DjangoJSONEncoder
+
+    blocker = claimed(crew, make_task, "blocker")
+    waiting = make_task("waiting", blocked_by=[blocker.identifier])
+    with mock.patch("goclaw.events.publish") as publish:
+        svc.task_complete(actor=crew.as_worker, task=blocker, result="done")  # releases `waiting`
+        task = svc.task_claim(actor=crew.as_worker2, team=crew.team)
+        svc.task_complete(actor=crew.as_worker2, task=task, result="also done")
+    sent = [(c.args[0], c.args[1], c.args[2]) for c in publish.call_args_list]
+    assert [name for name, _, _ in sent] == ["team_task.completed", "team_task.unblocked", "team_task.claimed",
+                                             "team_task.completed"]
+    claim_payload, complete_payload = sent[2][1], sent[3][1]
+    lock_expires = TeamEvent.objects.get(task=waiting, event_type="claimed").data["lock_expires_at"]
+    assert task.pk == waiting.pk and claim_payload["task"]["blocked_by"] == [blocker.identifier]
+    assert claim_payload["data"] == {"lock_expires_at": DjangoJSONEncoder().default(task.lock_expires_at)}
+    assert claim_payload["data"]["lock_expires_at"] == lock_expires  # the audit row holds the same
+    assert claim_payload["actor"] == f"agent:{crew.worker2.key}" and claim_payload["team"] == crew.team.pk
+    assert complete_payload["task"] == selectors.task_as_dict(fresh(waiting))
+    team_groups = [f"team.{crew.team.pk}", "teams"]
+    assert sent[2][2] == team_groups + [f"agent.{crew.worker2.key}"]  # claimed: the owner, not the lead
+    assert sent[3][2] == team_groups + [f"agent.{crew.worker2.key}", f"agent.{crew.lead.key}"]  # completed: both
+
+
+def test_a_failed_one_statement_attempt_falls_back_to_the_full_checks_and_their_sentences(crew, make_task):
+    task = claimed(crew, make_task, "taken")
+    with pytest.raises(TaskConflict, match="was claimed by agent .* first"):
+        svc.task_claim(actor=crew.as_worker2, team=crew.team, task=task)
+    with pytest.raises(TeamPermissionDenied, match="only its owner can complete it"):
+        svc.task_complete(actor=crew.as_worker2, task=task, result="mine now")
+    with pytest.raises(TaskNotFound, match="No task is waiting to be claimed"):
+        svc.task_claim(actor=crew.as_worker2, team=crew.team)
+    team_update(actor=crew.system, team=crew.team, status="archived")
+    with pytest.raises(TeamInvalid, match="archived"):
+        svc.task_complete(actor=crew.as_worker, task=task, result="done")
+    assert (fresh(task).status, fresh(task).owner_id) == ("in_progress", crew.worker.pk)
+    assert event_types(task) == ["created", "claimed"]
+
+
+def test_a_stale_team_object_does_not_let_a_claim_through_on_an_archived_board(crew, make_task):
+    make_task("open")
+    stale = type(crew.team).objects.get(pk=crew.team.pk)
+    team_update(actor=crew.system, team=crew.team, status="archived")
+    with pytest.raises(TeamInvalid, match="archived"):
+        svc.task_claim(actor=crew.as_worker, team=stale)
+    assert not TeamTask.objects.filter(team=crew.team, status="in_progress").exists()
