@@ -7,9 +7,10 @@ import re
 from typing import Any, Iterable
 
 from django.contrib.postgres.search import SearchQuery, SearchRank
-from django.db.models import F, Prefetch, QuerySet
+from django.db.models import F, Prefetch, QuerySet, Window
+from django.db.models.functions import Coalesce, RowNumber
 
-from teams_app.choices import TaskStatus, TeamStatus
+from teams_app.choices import TERMINAL_STATUSES, TaskStatus, TeamStatus
 from teams_app.errors import TaskNotFound, TeamInvalid, TeamNotFound
 from teams_app.models import Team, TeamTask, task_identifier
 
@@ -103,6 +104,21 @@ def task_list(team: Team, *, status: Any = None, owner: Any = None, query: str |
     else:
         tasks = tasks.order_by("-priority", "number")
     return tasks if limit is None else tasks[:limit]
+
+
+def task_list_finished(team: Team, *, owner: Any = None, query: str | None = None,
+                       per_status: int = 50) -> QuerySet[TeamTask]:
+    """The latest `per_status` tasks of each finished status in one query (a window per status), newest first:
+    what a person looks for in a finished column (`task_list` orders by priority). Same filters as `task_list`."""
+    tasks = TeamTask.objects.filter(team=team, status__in=TERMINAL_STATUSES)
+    if owner is not None:
+        tasks = tasks.filter(owner=owner)
+    if query:
+        tasks = tasks.filter(search=SearchQuery(query, config="simple", search_type="websearch"))
+    finished_at = Coalesce("completed_at", "updated_at")
+    latest = Window(RowNumber(), partition_by=[F("status")], order_by=[finished_at.desc(), F("number").desc()])
+    return (tasks.annotate(latest=latest, finished_at=finished_at).filter(latest__lte=per_status)
+            .select_related("owner").prefetch_related(_blocked_by_prefetch()).order_by("-finished_at", "-number"))
 
 
 def _statuses(status: Any) -> list[str] | None:

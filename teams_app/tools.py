@@ -13,8 +13,15 @@ from typing import Any, Callable, Iterable
 
 from goclaw.db import pg_text
 from goclaw.errors import ApplicationError
+from teams_app import selectors
+from teams_app.actors import Actor
+from teams_app.models import Team, TeamMember
+from teams_app.selectors import task_as_dict
+from teams_app.services import mailbox
+from teams_app.services import tasks as svc
 from tools_app.base import Tool, ToolContext, ToolError, ToolResult
 from tools_app.labels import labels_of
+from tools_app.models import Agent
 from tools_app.toolsets import ToolSource, tool_source_register
 from tools_app.workspace import workspace_required
 
@@ -42,8 +49,6 @@ _TEAM = {"type": "string", "minLength": 1, "maxLength": TEAM_REF_MAX,
 
 # --- shared helpers --------------------------------------------------------------------------------------------------
 def _agent(ctx: ToolContext):
-    from tools_app.models import Agent
-
     agent = Agent.objects.filter(pk=ctx.agent_id).first() if ctx.agent_id is not None else None
     if agent is None and ctx.agent_key:
         agent = Agent.objects.filter(key=ctx.agent_key).first()
@@ -54,7 +59,6 @@ def _agent(ctx: ToolContext):
 
 def _team(agent: Any, args: dict[str, Any]):
     """The caller's team: the one it is in, or the one `team` names among its own (never another team)."""
-    from teams_app import selectors
 
     ref = _text(args, "team", TEAM_REF_MAX)
     if not selectors.teams_for_agent(agent).exists():
@@ -108,7 +112,6 @@ def _identifiers(args: dict[str, Any], key: str) -> list[str] | None:
 
 def _task(team: Any, args: dict[str, Any], action: str, *, required: bool = True):
     """The team's task `task_id` names (None when optional and absent)."""
-    from teams_app import selectors
 
     ref = _text(args, "task_id", TASK_ID_MAX, required=action if required else "")
     return selectors.task_get(team, ref) if ref else None
@@ -116,7 +119,6 @@ def _task(team: Any, args: dict[str, Any], action: str, *, required: bool = True
 
 def _teammate(team: Any, key: str, what: str):
     """The team member whose agent key is `key`: one sentence whether the agent is unknown or in another team."""
-    from teams_app.models import TeamMember
 
     member = TeamMember.objects.filter(team=team, agent__key=key).select_related("agent").first()
     if member is None:
@@ -205,8 +207,6 @@ class TeamTasksTool(Tool):
     inline = True  # database work only: a few indexed queries and one transaction
 
     def run(self, ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
-        from teams_app.actors import Actor
-
         action = args.get("action")
         if action not in TASK_ACTIONS:
             raise ToolError(f"action must be one of: {', '.join(TASK_ACTIONS)}")
@@ -217,13 +217,9 @@ class TeamTasksTool(Tool):
 
     # One method per action: (ctx, agent, actor, team, args) -> ToolResult.
     def _done(self, action: str, task: Any, message: str) -> ToolResult:
-        from teams_app.selectors import task_as_dict
-
         return _answer({"ok": True, "action": action, "task": task_as_dict(task), "message": message})
 
     def _create(self, ctx, agent, actor, team, args) -> ToolResult:
-        from teams_app.services import tasks as svc
-
         subject = _text(args, "subject", SUBJECT_MAX, required="create")
         description = _text(args, "description", DESCRIPTION_MAX)
         priority = _int(args, "priority", PRIORITY_MIN, PRIORITY_MAX) or 0
@@ -256,8 +252,6 @@ class TeamTasksTool(Tool):
         return self._listing("search", team, status="all", query=query, limit=SEARCH_MAX)
 
     def _listing(self, action: str, team: Any, *, status: str, query: str | None, limit: int) -> ToolResult:
-        from teams_app import selectors
-
         rows = list(_call(selectors.task_list, team=team, status=status, query=query, limit=limit + 1))
         more = len(rows) > limit
         tasks = [_listed(selectors.task_as_dict(task)) for task in rows[:limit]]
@@ -273,60 +267,44 @@ class TeamTasksTool(Tool):
         return _answer(payload)
 
     def _get(self, ctx, agent, actor, team, args) -> ToolResult:
-        from teams_app.selectors import task_as_dict
-
         task = _call(_task, team=team, args=args, action="get")
         return _answer({"ok": True, "action": "get", "task": task_as_dict(task, detail=True)})
 
     def _claim(self, ctx, agent, actor, team, args) -> ToolResult:
-        from teams_app.services import tasks as svc
-
         task = _call(_task, team=team, args=args, action="claim", required=False)
         task = _call(svc.task_claim, actor=actor, team=team, task=task)
         return self._done("claim", task, f"You claimed {_quoted(task)}; it is in progress and yours: report "
                                          "progress, then submit it with review or finish it with complete.")
 
     def _complete(self, ctx, agent, actor, team, args) -> ToolResult:
-        from teams_app.services import tasks as svc
-
         task = _call(_task, team=team, args=args, action="complete")
         result = _text(args, "result", RESULT_MAX, required="complete")
         task = _call(svc.task_complete, actor=actor, task=task, result=result)
         return self._done("complete", task, f"Completed {_quoted(task)}.")
 
     def _cancel(self, ctx, agent, actor, team, args) -> ToolResult:
-        from teams_app.services import tasks as svc
-
         task = _call(_task, team=team, args=args, action="cancel")
         task = _call(svc.task_cancel, actor=actor, task=task, reason=_text(args, "text", TEXT_MAX))
         return self._done("cancel", task, f"Cancelled {_quoted(task)}.")
 
     def _assign(self, ctx, agent, actor, team, args) -> ToolResult:
-        from teams_app.services import tasks as svc
-
         task = _call(_task, team=team, args=args, action="assign")
         assignee = _teammate(team, _text(args, "assignee", 64, required="assign"), "assignee")
         task = _call(svc.task_assign, actor=actor, task=task, assignee=assignee)
         return self._done("assign", task, f"Assigned {_quoted(task)} to {assignee.key}, who claims it to start.")
 
     def _review(self, ctx, agent, actor, team, args) -> ToolResult:
-        from teams_app.services import tasks as svc
-
         task = _call(_task, team=team, args=args, action="review")
         task = _call(svc.task_review, actor=actor, task=task, result=_text(args, "result", RESULT_MAX))
         return self._done("review", task, f"Submitted {_quoted(task)} for review; the lead or a reviewer "
                                           "approves or rejects it.")
 
     def _approve(self, ctx, agent, actor, team, args) -> ToolResult:
-        from teams_app.services import tasks as svc
-
         task = _call(_task, team=team, args=args, action="approve")
         task = _call(svc.task_approve, actor=actor, task=task, note=_text(args, "text", TEXT_MAX))
         return self._done("approve", task, f"Approved {_quoted(task)}; it is completed.")
 
     def _reject(self, ctx, agent, actor, team, args) -> ToolResult:
-        from teams_app.services import tasks as svc
-
         task = _call(_task, team=team, args=args, action="reject")
         feedback = _text(args, "text", TEXT_MAX, required="reject")
         task = _call(svc.task_reject, actor=actor, task=task, feedback=feedback)
@@ -335,8 +313,6 @@ class TeamTasksTool(Tool):
                                           "feedback as a comment.")
 
     def _comment(self, ctx, agent, actor, team, args) -> ToolResult:
-        from teams_app.services import tasks as svc
-
         task = _call(_task, team=team, args=args, action="comment")
         content = _text(args, "text", TEXT_MAX, required="comment")
         kind = args.get("kind") or "note"
@@ -352,8 +328,6 @@ class TeamTasksTool(Tool):
         return self._done("comment", task, message)
 
     def _progress(self, ctx, agent, actor, team, args) -> ToolResult:
-        from teams_app.services import tasks as svc
-
         task = _call(_task, team=team, args=args, action="progress")
         percent = _int(args, "percent", 0, 100, required="progress")
         task = _call(svc.task_progress, actor=actor, task=task, percent=percent, step=_text(args, "step", STEP_MAX))
@@ -361,8 +335,6 @@ class TeamTasksTool(Tool):
                                             "renewed.")
 
     def _attach(self, ctx, agent, actor, team, args) -> ToolResult:
-        from teams_app.services import tasks as svc
-
         task = _call(_task, team=team, args=args, action="attach")
         rel, size = _workspace_file(ctx, _text(args, "path", PATH_MAX, required="attach"))
         note = _text(args, "text", NOTE_MAX)
@@ -371,8 +343,6 @@ class TeamTasksTool(Tool):
         return self._done("attach", task, f"Attached {rel} ({size} bytes) to {_quoted(task)}.")
 
     def _ask_user(self, ctx, agent, actor, team, args) -> ToolResult:
-        from teams_app.services import tasks as svc
-
         task = _call(_task, team=team, args=args, action="ask_user")
         question = _text(args, "text", TEXT_MAX, required="ask_user")
         task = _call(svc.task_ask_user, actor=actor, task=task, question=question)
@@ -380,8 +350,6 @@ class TeamTasksTool(Tool):
                                             "comment and a team_message.")
 
     def _update(self, ctx, agent, actor, team, args) -> ToolResult:
-        from teams_app.services import tasks as svc
-
         task = _call(_task, team=team, args=args, action="update")
         changes: dict[str, Any] = {}
         if args.get("subject") is not None:
@@ -398,8 +366,6 @@ class TeamTasksTool(Tool):
         return self._done("update", task, f"Updated {_quoted(task)} ({', '.join(changes)}); it is {task.status}.")
 
     def _retry(self, ctx, agent, actor, team, args) -> ToolResult:
-        from teams_app.services import tasks as svc
-
         task = _call(_task, team=team, args=args, action="retry")
         task = _call(svc.task_retry, actor=actor, task=task)
         who = f"{task.owner.key} can claim it again" if task.owner_id else "any member can claim it"
@@ -456,9 +422,6 @@ class TeamMessageTool(Tool):
     inline = True  # database work only
 
     def run(self, ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
-        from teams_app.actors import Actor
-        from teams_app.services import mailbox
-
         action = args.get("action")
         if action not in MESSAGE_ACTIONS:
             raise ToolError(f"action must be one of: {', '.join(MESSAGE_ACTIONS)}")
@@ -488,15 +451,11 @@ class TeamMessageTool(Tool):
 
 
 def _team_check(*, agent: Any) -> None:
-    from teams_app import selectors
-
     if not selectors.teams_for_agent(agent).exists():
         raise ToolError(f"agent {agent.key} is not a member of any team; a person must add it to one first")
 
 
 def _team_names(agent: Any) -> dict[int, str]:
-    from teams_app.models import Team
-
     return dict(Team.objects.filter(members__agent=agent).values_list("pk", "name"))
 
 

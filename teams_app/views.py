@@ -10,9 +10,7 @@ from typing import Any, Callable
 from django.contrib import admin, messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.core.exceptions import PermissionDenied
-from django.contrib.postgres.search import SearchQuery
-from django.db.models import Count, F, Prefetch, Q, Window
-from django.db.models.functions import Coalesce, RowNumber
+from django.db.models import Count, Prefetch, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
@@ -25,7 +23,7 @@ from teams_app.actors import Actor
 from teams_app.choices import ACTIVE_STATUSES, TERMINAL_STATUSES, TaskStatus
 from teams_app.errors import TaskNotFound
 from teams_app.models import TaskDependency, Team, TeamMember, TeamTask
-from teams_app.selectors import TASK_LIST_MAX, task_get, task_list
+from teams_app.selectors import TASK_LIST_MAX, task_get, task_list, task_list_finished
 from teams_app.services import tasks as task_services
 
 TERMINAL_LIMIT = 50  # latest cards shown per terminal column
@@ -100,23 +98,7 @@ def _board_tasks(team: Team, filters: BoardFilters, owner_agent) -> list[TeamTas
     TERMINAL_LIMIT of each finished status, with owners and blockers in a fixed number of queries."""
     query = filters.query or None
     active = list(task_list(team, status="active", owner=owner_agent, query=query, limit=ACTIVE_LIMIT))
-    return active + list(_finished_tasks(team, owner_agent, query))
-
-
-def _finished_tasks(team: Team, owner_agent, query: str | None):
-    """The latest TERMINAL_LIMIT tasks of each finished status in one query (a window per status). Same filters as
-    `task_list`, but newest first: task_list orders by priority, which is not what a person looks for in a
-    finished column."""
-    tasks = TeamTask.objects.filter(team=team, status__in=TERMINAL_STATUSES)
-    if owner_agent is not None:
-        tasks = tasks.filter(owner=owner_agent)
-    if query:
-        tasks = tasks.filter(search=SearchQuery(query, config="simple", search_type="websearch"))
-    finished_at = Coalesce("completed_at", "updated_at")
-    latest = Window(RowNumber(), partition_by=[F("status")], order_by=[finished_at.desc(), F("number").desc()])
-    blockers = Prefetch("blocked_by", queryset=TeamTask.objects.only("id", "number", "status").order_by("number"))
-    return (tasks.annotate(latest=latest, finished_at=finished_at).filter(latest__lte=TERMINAL_LIMIT)
-            .select_related("owner").prefetch_related(blockers).order_by("-finished_at", "-number"))
+    return active + list(task_list_finished(team, owner=owner_agent, query=query, per_status=TERMINAL_LIMIT))
 
 
 def _version(updated_at) -> int:

@@ -97,3 +97,14 @@ def staff_api(db, django_user_model):
     client = APIClient()
     client.force_login(user)
     return client
+
+
+@pytest.fixture
+def redis_url():
+    """An empty Redis database on the machine's Redis, one per test worker (xdist runs files side by side)."""
+    import redis
+
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    url = f"redis://127.0.0.1:6379/{15 - int(worker.removeprefix('gw') or 0) % 12}"
+    redis.Redis.from_url(url).flushdb()
+    return url

@@ -126,19 +126,9 @@ class TeamListView(_ReadsForMembers, ListAPIView):
         data = dict(validated(s.TeamCreateSerializer, request.data))
         lead = _agent(data.pop("lead"), "lead")
         members = [(_agent(m["agent"], "members"), m["role"]) for m in data.pop("members", [])]
-        _check_name_free(data["name"])
         team = team_services.team_create(actor=_actor(request), name=data.pop("name"), lead=lead, members=members,
                                          **data)
         return _team_answer(request, team, status=201)
-
-
-def _check_name_free(name: str, team: Team | None = None) -> None:
-    """A taken name is a 400 naming the field (the unique constraint stays the last word under a race)."""
-    taken = Team.objects.filter(name__iexact=name)
-    if team is not None:
-        taken = taken.exclude(pk=team.pk)
-    if taken.exists():
-        raise TeamInvalid(f"name: a team named {name[:100]!r} already exists", details={"name": ["already taken"]})
 
 
 class TeamDetailView(_ReadsForMembers, APIView):
@@ -155,8 +145,6 @@ class TeamDetailView(_ReadsForMembers, APIView):
         data = dict(validated(s.TeamPatchSerializer, request.data))
         if "lead" in data:
             data["lead"] = _agent(data["lead"], "lead")
-        if "name" in data:
-            _check_name_free(data["name"], team)
         team = team_services.team_update(actor=_actor(request), team=team, **data)
         return _team_answer(request, team)
 

@@ -75,6 +75,14 @@ def _locked(task: TeamTask) -> TeamTask:
     return fresh
 
 
+def _open(task: TeamTask, actor: Actor, roles: Any, what: str) -> tuple[TeamTask, str]:
+    """Every action's preamble: the task's current row locked, its team writable, and the actor's role in it
+    (refused with a sentence naming `what` when the role may not)."""
+    task = _locked(task)
+    require_writable(task.team)
+    return task, require_role(task.team, actor, roles, what)
+
+
 def _conflict(task: TeamTask, allowed: Iterable[str], action: str) -> TaskConflict:
     return TaskConflict(f"{task.identifier} is {_label(task.status)}; only {_labels(allowed)} tasks can be {action}.")
 
@@ -488,10 +496,8 @@ def task_claim(*, actor: Actor, team: Team, task: TeamTask | None = None) -> Tea
 def task_assign(*, actor: Actor, task: TeamTask, assignee: Any) -> TeamTask:
     """The lead (or a person) gives a task to a member, who then claims it. A task in progress goes back to pending
     for its new owner (the previous owner is told); a blocked task stays blocked."""
-    task = _locked(task)
+    task, _ = _open(task, actor, LEAD, "assign tasks")
     team = task.team
-    require_writable(team)
-    require_role(team, actor, LEAD, "assign tasks")
     _check_assignee(team, assignee)
     allowed = (S.PENDING, S.STALE, S.BLOCKED, S.IN_PROGRESS)
     if task.status not in allowed:
@@ -515,9 +521,7 @@ def task_progress(*, actor: Actor, task: TeamTask, percent: Any, step: str = "")
     """The owner reports progress on a task in progress (percent never goes back); this renews its lock."""
     percent = clean_int("percent", percent, 0, 100)
     step = clean_text("step", step, STEP_MAX)
-    task = _locked(task)
-    require_writable(task.team)
-    require_role(task.team, actor, ANY_ROLE, "report progress")
+    task, _ = _open(task, actor, ANY_ROLE, "report progress")
     _require_owner(task, actor, "report progress on")
     if task.status != S.IN_PROGRESS:
         raise _conflict(task, (S.IN_PROGRESS,), "given progress")
@@ -540,9 +544,7 @@ def task_complete(*, actor: Actor, task: TeamTask, result: str) -> TeamTask:
         done = _complete_fast(actor, task, result)
         if done is not None:
             return done
-    task = _locked(task)
-    require_writable(task.team)
-    require_role(task.team, actor, ANY_ROLE, "complete tasks")
+    task, _ = _open(task, actor, ANY_ROLE, "complete tasks")
     _require_owner(task, actor, "complete")
     allowed = (S.IN_PROGRESS, S.PENDING) if actor.is_agent else (S.IN_PROGRESS, S.PENDING, S.STALE)
     if task.status not in allowed:
@@ -560,9 +562,7 @@ def task_fail(*, actor: Actor, task: TeamTask, reason: str) -> TeamTask:
     """The owner gives up on its task (or the lead / a person fails any unfinished task), with the reason as the
     result. Tasks waiting for it stay blocked and the lead is told."""
     reason = clean_text("reason", reason, COMMENT_MAX, required=True)
-    task = _locked(task)
-    require_writable(task.team)
-    role = require_role(task.team, actor, ANY_ROLE, "fail tasks")
+    task, role = _open(task, actor, ANY_ROLE, "fail tasks")
     if role != MemberRole.LEAD:
         _require_owner(task, actor, "fail")
     allowed = ACTIVE_STATUSES if role in (MemberRole.LEAD, "person", "system") else (S.IN_PROGRESS, S.PENDING)
@@ -579,9 +579,7 @@ def task_cancel(*, actor: Actor, task: TeamTask, reason: str = "") -> TeamTask:
     """The lead (or a person) cancels an unfinished task; the reason becomes its result. Tasks waiting for it stay
     blocked and the lead is told."""
     reason = clean_text("reason", reason, COMMENT_MAX)
-    task = _locked(task)
-    require_writable(task.team)
-    require_role(task.team, actor, LEAD, "cancel tasks")
+    task, _ = _open(task, actor, LEAD, "cancel tasks")
     if task.status not in ACTIVE_STATUSES:
         raise _conflict(task, ACTIVE_STATUSES, "cancelled")
     _move(task, ACTIVE_STATUSES, "cancelled", status=S.CANCELLED, result=reason, **NO_LOCK)
@@ -596,9 +594,7 @@ def task_cancel(*, actor: Actor, task: TeamTask, reason: str = "") -> TeamTask:
 def task_review(*, actor: Actor, task: TeamTask, result: str = "") -> TeamTask:
     """The owner submits its work for review: in progress → in review (optionally with the result so far)."""
     result = clean_text("result", result, RESULT_MAX)
-    task = _locked(task)
-    require_writable(task.team)
-    require_role(task.team, actor, ANY_ROLE, "submit tasks for review")
+    task, _ = _open(task, actor, ANY_ROLE, "submit tasks for review")
     _require_owner(task, actor, "submit for review")
     if task.status != S.IN_PROGRESS:
         raise _conflict(task, (S.IN_PROGRESS,), "submitted for review")
@@ -612,9 +608,7 @@ def task_review(*, actor: Actor, task: TeamTask, result: str = "") -> TeamTask:
 def task_approve(*, actor: Actor, task: TeamTask, note: str = "") -> TeamTask:
     """The lead, a reviewer or a person accepts a task in review: it is completed (never by its own owner)."""
     note = clean_text("note", note, COMMENT_MAX)
-    task = _locked(task)
-    require_writable(task.team)
-    require_role(task.team, actor, APPROVERS, "approve tasks")
+    task, _ = _open(task, actor, APPROVERS, "approve tasks")
     if actor.is_agent and task.owner_id == actor.agent_id:
         raise TeamPermissionDenied(f"You own {task.identifier}; someone else must approve your own work.")
     if task.status != S.IN_REVIEW:
@@ -633,9 +627,7 @@ def task_reject(*, actor: Actor, task: TeamTask, feedback: str) -> TeamTask:
     """The lead, a reviewer or a person sends a task in review back with feedback (a note): to its owner, in progress
     with a fresh lock, or to pending when it has none."""
     feedback = clean_text("feedback", feedback, COMMENT_MAX, required=True)
-    task = _locked(task)
-    require_writable(task.team)
-    require_role(task.team, actor, APPROVERS, "reject tasks")
+    task, _ = _open(task, actor, APPROVERS, "reject tasks")
     if task.status != S.IN_REVIEW:
         raise _conflict(task, (S.IN_REVIEW,), "rejected")
     now = _now()
@@ -660,10 +652,8 @@ def task_comment(*, actor: Actor, task: TeamTask, content: str, kind: str = Comm
     content = clean_text("content", content, COMMENT_MAX, required=True)
     if kind not in CommentKind.values:
         raise TaskInvalid(f"kind must be one of {', '.join(CommentKind.values)}.")
-    task = _locked(task)
+    task, role = _open(task, actor, ANY_ROLE, "comment on tasks")
     team = task.team
-    require_writable(team)
-    role = require_role(team, actor, ANY_ROLE, "comment on tasks")
     if kind == CommentKind.BLOCKER:
         if role in (MemberRole.MEMBER, MemberRole.REVIEWER) and task.owner_id != actor.agent_id:
             raise TeamPermissionDenied(f"Only {task.identifier}'s owner or the lead can report a blocker on it; "
@@ -714,9 +704,7 @@ def task_attach(*, actor: Actor, task: TeamTask, path: str, size: Any = None, no
     if size is not None:
         size = clean_int("size", size, 0, 2 ** 62)
     note = clean_text("note", note, NOTE_MAX)
-    task = _locked(task)
-    require_writable(task.team)
-    require_role(task.team, actor, ANY_ROLE, "attach files")
+    task, _ = _open(task, actor, ANY_ROLE, "attach files")
     if TaskAttachment.objects.filter(task=task).exclude(path=path).count() >= ATTACHMENTS_MAX:
         raise TaskInvalid(f"{task.identifier} already has {ATTACHMENTS_MAX} attachments, the limit.")
     (attachment,) = TaskAttachment.objects.bulk_create(
@@ -731,9 +719,7 @@ def task_attach(*, actor: Actor, task: TeamTask, path: str, size: Any = None, no
 def task_ask_user(*, actor: Actor, task: TeamTask, question: str) -> TeamTask:
     """The owner asks the person behind the task a question (shown on the board until answered); renews the lock."""
     question = clean_text("question", question, COMMENT_MAX, required=True)
-    task = _locked(task)
-    require_writable(task.team)
-    require_role(task.team, actor, ANY_ROLE, "ask questions")
+    task, _ = _open(task, actor, ANY_ROLE, "ask questions")
     _require_owner(task, actor, "ask about")
     if task.status != S.IN_PROGRESS:
         raise _conflict(task, (S.IN_PROGRESS,), "asked about")
@@ -749,9 +735,7 @@ def task_answer(*, actor: Actor, task: TeamTask, answer: str) -> TeamTask:
     """A person (or the lead) answers the owner's open question: a note by them on the task, the question cleared,
     and the answer in the owner's mailbox."""
     answer = clean_text("answer", answer, COMMENT_MAX, required=True)
-    task = _locked(task)
-    require_writable(task.team)
-    require_role(task.team, actor, LEAD, "answer questions")
+    task, _ = _open(task, actor, LEAD, "answer questions")
     if not task.question:
         raise TaskConflict(f"{task.identifier} has no open question to answer.")
     question = task.question
@@ -786,10 +770,8 @@ def task_update(*, actor: Actor, task: TeamTask, subject: Any = None, descriptio
         # locks the tasks waiting for it, so holding a dependent while waiting for its blocker would deadlock.
         list(Team.objects.select_for_update().filter(pk=task.team_id).values_list("pk", flat=True))
         _lock_named(task.team_id, blocked_by)
-    task = _locked(task)
+    task, _ = _open(task, actor, LEAD, "update tasks")
     team = task.team
-    require_writable(team)
-    require_role(team, actor, LEAD, "update tasks")
     if task.status in TERMINAL_STATUSES:
         raise TaskConflict(f"{task.identifier} is {_label(task.status)}; finished tasks cannot be changed (retry it "
                            f"first).")
@@ -822,9 +804,7 @@ def task_retry(*, actor: Actor, task: TeamTask) -> TeamTask:
     """The lead (or a person) puts a failed, stale, cancelled or even completed task back on the board: pending for
     its previous owner to claim again while it is still a member, else open to all (blocked if it still waits for
     unfinished tasks), result and progress cleared."""
-    task = _locked(task)
-    require_writable(task.team)
-    require_role(task.team, actor, LEAD, "retry tasks")
+    task, _ = _open(task, actor, LEAD, "retry tasks")
     allowed = (S.FAILED, S.STALE, S.CANCELLED, S.COMPLETED)
     if task.status not in allowed:
         raise _conflict(task, allowed, "retried")
@@ -845,9 +825,7 @@ def task_retry(*, actor: Actor, task: TeamTask) -> TeamTask:
 def task_unblock(*, actor: Actor, task: TeamTask) -> TeamTask:
     """A person (or the lead) releases a blocked task by hand: it becomes pending, and its dependencies on unfinished
     tasks are dropped (listed in the event)."""
-    task = _locked(task)
-    require_writable(task.team)
-    require_role(task.team, actor, LEAD, "unblock tasks")
+    task, _ = _open(task, actor, LEAD, "unblock tasks")
     if task.status != S.BLOCKED:
         raise _conflict(task, (S.BLOCKED,), "unblocked")
     dropped = _unfinished_blockers(task)

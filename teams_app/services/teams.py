@@ -46,7 +46,8 @@ def _clean_settings(settings: dict[str, Any]) -> dict[str, Any]:
 def _clean_name(name: Any, exclude_pk: int | None = None) -> str:
     name = clean_text("name", name, NAME_MAX, required=True, error=TeamInvalid).strip()
     if Team.objects.filter(name__iexact=name).exclude(pk=exclude_pk).exists():
-        raise TeamInvalid(f"A team named {name!r} already exists; choose another name.")
+        raise TeamInvalid(f"A team named {name!r} already exists; choose another name.",
+                          details={"name": ["already taken"]})
     return name
 
 

@@ -119,11 +119,10 @@ def test_up_serves_everything_and_events_cross_processes(tmp_path):
     assert "Created admin user" not in (tmp_path / "up2.log").read_text()
 
 
-def test_with_redis_url_events_and_tasks_go_through_redis(tmp_path):
+def test_with_redis_url_events_and_tasks_go_through_redis(tmp_path, redis_url):
     import redis
 
-    url = "redis://127.0.0.1:6379/14"
-    redis.Redis.from_url(url).flushdb()
+    url = redis_url
     env = {**_env(tmp_path / "var"), "REDIS_URL": url}
     up = Up(env, _free_port(), _free_port(), tmp_path / "up.log")
     try:

@@ -2,12 +2,9 @@
 database is the judge (one owner per task, distinct numbers, one unblock, no message read twice)."""
 from __future__ import annotations
 
-import threading
 from collections import Counter
-from typing import Any, Callable
 
 import pytest
-from django.db import connection
 
 from teams_app.actors import Actor
 from teams_app.errors import TaskConflict, TaskNotFound
@@ -16,30 +13,9 @@ from teams_app.services import tasks as svc
 from teams_app.services.mailbox import message_send, messages_read
 from teams_app.services.teams import team_create
 from tests.factories import make_agent
+from tests.teams_app.racing import race
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def race(work: Callable[[Any], Any], inputs: list[Any]) -> list[Any]:
-    """Run work(input) in one thread per input, all released at once; return results (or exceptions) in order."""
-    barrier = threading.Barrier(len(inputs))
-    results: list[Any] = [None] * len(inputs)
-
-    def run(index: int, item: Any) -> None:
-        barrier.wait()
-        try:
-            results[index] = work(item)
-        except Exception as exc:  # the caller asserts on the exception types
-            results[index] = exc
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=(i, item)) for i, item in enumerate(inputs)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return results
 
 
 def big_team(workers: int):

@@ -4,12 +4,10 @@ delegate; the link's max_concurrent and the target's max_delegation_load are enf
 the work on its board and the task's result flows back to the source; DELEGATION.md lists an agent's targets."""
 from __future__ import annotations
 
-import threading
 
 import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
-from django.db import connection
 
 from teams_app.actors import Actor
 from teams_app.choices import DelegationStatus, LinkDirection
@@ -18,6 +16,7 @@ from teams_app.models import AgentLink, Delegation
 from teams_app.selectors_delegation import delegation_md
 from teams_app.services.delegation import agent_link_create, delegation_create
 from tests.factories import make_agent
+from tests.teams_app.racing import race
 from tools_app import pipeline
 from tools_app.selectors_context import agent_context_for
 
@@ -180,32 +179,12 @@ def test_the_default_load_is_five(boss):
         delegation_create(source=sources[5], target=target, request="x")
 
 
-def _race(calls: list, barrier: threading.Barrier) -> list:
-    outcomes: list = [None] * len(calls)
-
-    def run(i: int, fn) -> None:
-        try:
-            barrier.wait()
-            outcomes[i] = fn()
-        except Exception as exc:  # the outcome is what the test asserts
-            outcomes[i] = exc
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=(i, fn)) for i, fn in enumerate(calls)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return outcomes
-
-
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_delegations_never_exceed_the_link_limit():
     source, target = make_agent(key="race-src"), make_agent(key="race-dst")
     link(source, target, max_concurrent=3)
     calls = [lambda n=n: delegation_create(source=source, target=target, request=f"job {n}") for n in range(8)]
-    outcomes = _race(calls, threading.Barrier(8))
+    outcomes = race(lambda call: call(), calls)
     assert sum(isinstance(o, Delegation) for o in outcomes) == 3
     assert sum(isinstance(o, AgentAtCapacity) for o in outcomes) == 5, outcomes
     assert Delegation.objects.filter(target=target, status=DelegationStatus.RUNNING).count() == 3
@@ -218,7 +197,7 @@ def test_concurrent_delegations_from_many_sources_never_exceed_the_targets_load(
     for source in sources:
         link(source, target, max_concurrent=5)
     calls = [lambda s=s: delegation_create(source=s, target=target, request="job") for s in sources for _ in range(2)]
-    outcomes = _race(calls, threading.Barrier(len(calls)))
+    outcomes = race(lambda call: call(), calls)
     assert sum(isinstance(o, Delegation) for o in outcomes) == 3
     assert all(isinstance(o, (Delegation, AgentAtCapacity)) for o in outcomes), outcomes
     assert Delegation.objects.filter(target=target, status=DelegationStatus.RUNNING).count() == 3

@@ -217,11 +217,10 @@ def test_rate_limit_zero_disables_limiting(reg):
     assert {pipeline.execute(call(agent, "echo", {"text": "x"}), reg).status for _ in range(5)} == {"ok"}
 
 
-def test_rate_limit_uses_redis_when_configured(reg, settings):
+def test_rate_limit_uses_redis_when_configured(reg, settings, redis_url):
     import redis
 
-    settings.REDIS_URL = "redis://127.0.0.1:6379/15"
-    redis.Redis.from_url(settings.REDIS_URL).flushdb()
+    settings.REDIS_URL = redis_url
     agent = make_agent(other_config={"rate_limit_per_hour": 1})
     statuses = [pipeline.execute(call(agent, "echo", {"text": "x"}, session_key="r"), reg).status for _ in range(2)]
     assert statuses == ["ok", "rate_limited"]

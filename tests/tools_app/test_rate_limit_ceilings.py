@@ -1,6 +1,7 @@
 """Per-user and per-agent ceilings on top of the per-session bucket: a caller cannot dodge the limit with a
 fresh session key or user id per call, and a refused call costs no bucket a token (P5 §3)."""
 import pytest
+from django import conf
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
@@ -12,9 +13,6 @@ from tools_app.models import RateLimitBucket
 from tools_app.ratelimit import _PG_TAKE, rate_limit_take
 
 pytestmark = pytest.mark.django_db
-
-REDIS_TEST_URL = "redis://127.0.0.1:6379/15"
-
 
 def limits(session=0, user=0, agent=0):
     return {"rate_limit_per_hour": session, "rate_limit_user_per_hour": user, "rate_limit_agent_per_hour": agent}
@@ -29,10 +27,7 @@ def run(agent, session_key="", user_id=""):
 def backend(request, settings):
     """Every test runs against both bucket stores: PostgreSQL, and Redis when REDIS_URL is set."""
     if request.param == "redis":
-        import redis
-
-        settings.REDIS_URL = REDIS_TEST_URL
-        redis.Redis.from_url(REDIS_TEST_URL).flushdb()
+        settings.REDIS_URL = request.getfixturevalue("redis_url")
     return request.param
 
 
@@ -40,7 +35,7 @@ def tokens(backend, key):
     if backend == "redis":
         import redis
 
-        return float(redis.Redis.from_url(REDIS_TEST_URL).hget(f"goclaw:rl:{key}", "t"))
+        return float(redis.Redis.from_url(conf.settings.REDIS_URL).hget(f"goclaw:rl:{key}", "t"))
     return RateLimitBucket.objects.get(key=key).tokens
 
 
@@ -114,7 +109,7 @@ def test_caller_keys_holding_credentials_never_become_bucket_keys(backend):
     if backend == "redis":
         import redis
 
-        keys = [k.decode() for k in redis.Redis.from_url(REDIS_TEST_URL).keys("goclaw:rl:*")]
+        keys = [k.decode() for k in redis.Redis.from_url(conf.settings.REDIS_URL).keys("goclaw:rl:*")]
     else:
         keys = list(RateLimitBucket.objects.filter(key__contains=agent.key).values_list("key", flat=True))
     assert len(keys) == 3 and not any(secret in k for k in keys)
