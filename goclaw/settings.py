@@ -82,17 +82,19 @@ INSTALLED_APPS = [
     "tools_app",
     "mcp_app",
     "teams_app",
+    "config_app",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "goclaw.middleware.ApiRequestLimitsMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
+    # Django's own four, skipped for bearer-token API calls (goclaw.middleware.bearer_api_call): browsers only.
+    "goclaw.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
+    "goclaw.middleware.CsrfViewMiddleware",
+    "goclaw.middleware.AuthenticationMiddleware",
+    "goclaw.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
@@ -209,8 +211,9 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["goclaw.api.IsAgentOrStaff"],
-    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_RENDERER_CLASSES": ["goclaw.renderers.FastJSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "goclaw.api.JsonNegotiation",
     "EXCEPTION_HANDLER": "goclaw.api.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "goclaw.api.Pagination",
@@ -258,6 +261,12 @@ MCP_RECONNECT_MAX_SECONDS = env_int("GOCLAW_MCP_RECONNECT_MAX_SECONDS", 60, mini
 MCP_RECONNECT_MAX_ATTEMPTS = env_int("GOCLAW_MCP_RECONNECT_MAX_ATTEMPTS", 10, minimum=1, maximum=1000)
 MCP_RECONNECT_COOLDOWN_SECONDS = env_int("GOCLAW_MCP_RECONNECT_COOLDOWN_SECONDS", 300, minimum=1, maximum=86400)
 MCP_IDLE_SECONDS = env_int("GOCLAW_MCP_IDLE_SECONDS", 900, minimum=10, maximum=86400)  # idle connections closed
+# goclaw's own MCP endpoint (docs/mcp-server.md): its uvicorn port, how long a call waiting for a person keeps the
+# request open, and after how long without a request a client session is forgotten.
+MCP_PORT = env_int("GOCLAW_MCP_PORT", PORT + 2 if PORT else 0, minimum=0, maximum=65535)
+MCP_WORKERS = env_int("GOCLAW_MCP_WORKERS", 2, minimum=1, maximum=64)  # uvicorn processes (any serves any session)
+MCP_APPROVAL_WAIT = env_int("GOCLAW_MCP_APPROVAL_WAIT", 60, minimum=0, maximum=3600)
+MCP_SESSION_IDLE_SECONDS = env_int("GOCLAW_MCP_SESSION_IDLE_SECONDS", 3600, minimum=60, maximum=7 * 86400)
 
 # --- Memory (docs/memory.md) ------------------------------------------------------------------------
 MEMORY_EMBEDDER = env_choice("GOCLAW_EMBEDDER", "local", ("local", "openai"))

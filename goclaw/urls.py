@@ -5,11 +5,14 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from goclaw import views
 
 urlpatterns = [
+    path("admin/config/", include("config_app.urls")),  # before admin/: the admin's catch-all would answer it
     path("admin/", admin.site.urls),
     path("healthz", views.healthz, name="healthz"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/v1/mcp/", include("mcp_app.api.urls")),
+    path("mcp", include("mcp_app.server.urls")),  # proxied to the MCP server (docs/mcp-server.md)
+    path("api/v1/config/", include("config_app.api.urls")),
     path("api/v1/", include("teams_app.api.urls")),
     path("api/v1/", include("tools_app.api.urls")),
     path("teams/", include("teams_app.urls")),

@@ -24,6 +24,7 @@ def _contribute_to_platform() -> None:
 
     websocket_staff_group_register(r"mcp")
     schedule_register("mcp health sweep", "mcp_app.tasks.health_sweep", "* * * * * */30")  # every 30 s
+    schedule_register("mcp server sessions purge", "mcp_app.tasks.server_sessions_purge", "*/5 * * * *")  # every 5 min
 
 
 def _register_encrypted_fields() -> None:
@@ -40,6 +41,11 @@ def _register_encrypted_fields() -> None:
     encrypted_field_register(MCPAgentGrant, "overrides_sealed", associated_data=lambda row: overrides_seal_context(row.pk))
     encrypted_field_register(MCPUserGrant, "credentials_sealed",
                              associated_data=lambda row: credentials_seal_context(row.pk))
+    from mcp_app.models import MCPApprovalResume
+    from mcp_app.server.services import resume_seal_context
+
+    encrypted_field_register(MCPApprovalResume, "sealed_arguments",
+                             associated_data=lambda row: resume_seal_context(row.approval_id, row.agent_id))
 
 
 def _connect_bridge() -> None:

@@ -213,3 +213,48 @@ class MCPAccessRequest(models.Model):
     def __str__(self) -> str:
         who = self.agent.key if self.scope == AccessScope.AGENT and self.agent_id else self.user_id
         return f"{self.scope} {who} → {self.server} ({self.status})"
+
+
+# --- goclaw served as an MCP server (docs/mcp-server.md) -------------------------------------------------------
+class MCPServerSession(models.Model):
+    """One MCP client session on goclaw's own `/mcp` endpoint. Kept in PostgreSQL so any server process can serve
+    any request of it (a process that does not hold it revives it from this row); DELETE or the idle purge ends it."""
+
+    session_id = models.CharField(max_length=64, primary_key=True)
+    agent = models.ForeignKey("tools_app.Agent", on_delete=models.CASCADE, related_name="mcp_server_sessions")
+    token = models.ForeignKey("tools_app.AgentToken", null=True, on_delete=models.SET_NULL, related_name="+",
+                              help_text="the token that opened it (any active token of the same agent may use it)")
+    context = models.JSONField(default=dict, blank=True, help_text="the call context its initialize request carried")
+    protocol_version = models.CharField(max_length=32)
+    client_info = models.JSONField(default=dict, blank=True)
+    catalog_fingerprint = models.CharField(max_length=64, blank=True, help_text="the catalog it last listed")
+    notified_fingerprint = models.CharField(max_length=64, blank=True,
+                                            help_text="the catalog it was last told about (tools/list_changed)")
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_seen_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        ordering = ["-last_seen_at"]
+        verbose_name = "MCP client session"
+
+    def __str__(self) -> str:
+        return f"{self.session_id[:12]}… ({self.agent_id})"
+
+
+class MCPApprovalResume(models.Model):
+    """A call that was still waiting for a person when its MCP request had to answer: the exact arguments, sealed
+    (bound to the approval and agent), so `goclaw_approval_wait` / `goclaw_approval_resume` can run it once. Erased
+    when it runs or its approval ends."""
+
+    approval = models.OneToOneField("tools_app.ApprovalRequest", primary_key=True, on_delete=models.CASCADE,
+                                    related_name="+")
+    agent = models.ForeignKey("tools_app.Agent", on_delete=models.CASCADE, related_name="+")
+    sealed_arguments = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = "MCP approval awaiting resumption"
+        indexes = [models.Index(fields=["agent"], name="mcp_resume_agent")]
+
+    def __str__(self) -> str:
+        return f"{self.approval_id} ({self.agent_id})"

@@ -12,3 +12,10 @@ def health_sweep() -> dict[str, str]:
     from mcp_app.services.connections import servers_health_check
 
     return servers_health_check()
+
+
+def server_sessions_purge() -> int:
+    """Every 5 minutes in the worker: forget idle MCP endpoint sessions and calls that can no longer be resumed."""
+    from mcp_app.server.services import sessions_purge_idle
+
+    return sessions_purge_idle()

@@ -55,6 +55,53 @@ def django_db_modify_db_settings(embedded_pg, django_db_modify_db_settings_paral
     settings.DATABASES["default"]["NAME"] = "goclaw"
 
 
+# --- rows the data migrations put in (default tool profiles, MCP launchers, the default sandbox profile, …) --------
+# A transactional test ends with a flush that empties every table; under xdist the next test of that worker may come
+# from another file and expect those rows, so they are put back right after each flush.
+_SEEDED_APPS = ("goclaw", "tools_app", "mcp_app", "sandbox_app", "teams_app", "config_app")
+_seeded: list[tuple[type, str]] = []
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _seeded_rows(django_db_setup, django_db_blocker):
+    from django.apps import apps
+    from django.core import serializers
+
+    with django_db_blocker.unblock():
+        for label in _SEEDED_APPS:
+            if label not in apps.app_configs:
+                continue
+            for model in apps.get_app_config(label).get_models():
+                if model._meta.managed and not model._meta.proxy and model._default_manager.exists():
+                    _seeded.append((model, serializers.serialize("json", model._default_manager.all())))
+
+
+def _flushes(item) -> bool:
+    marker = item.get_closest_marker("django_db")
+    transactional = marker is not None and (marker.kwargs.get("transaction") or (marker.args and marker.args[0]))
+    return bool(transactional) or bool({"transactional_db", "live_server"} & set(getattr(item, "fixturenames", ())))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    result = yield
+    if _seeded and _flushes(item):
+        from django.core import serializers
+        from django.core.management.color import no_style
+        from django.db import connection
+        from pytest_django.plugin import blocking_manager_key
+
+        with item.config.stash[blocking_manager_key].unblock():
+            for model, data in _seeded:
+                if not model._default_manager.exists():
+                    for obj in serializers.deserialize("json", data):
+                        obj.save()
+            with connection.cursor() as cursor:
+                for sql in connection.ops.sequence_reset_sql(no_style(), [model for model, _ in _seeded]):
+                    cursor.execute(sql)
+    return result
+
+
 @pytest.fixture(autouse=True)
 def _fresh_generation_caches():
     """A test's writes are rolled back without their counters moving back in this process: start each test with

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-APPS = ("goclaw", "tools_app", "sandbox_app", "mcp_app", "teams_app")
+APPS = ("goclaw", "tools_app", "sandbox_app", "mcp_app", "teams_app", "config_app")
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 
@@ -76,6 +76,12 @@ def test_tools_app_importing_mcp_app_breaks_its_contract(tree):
     add_module(tree, "tools_app.leak", "from mcp_app.servers import SERVERS\n")
     assert_broken(tree, "tools-app-never-imports-its-dependents",
                   "tools_app is not allowed to import mcp_app", "tools_app.leak -> mcp_app.servers (l.1)")
+
+
+def test_an_app_importing_config_app_breaks_its_contract(tree):
+    add_module(tree, "teams_app.leak", "from config_app.services import config_export\n")
+    assert_broken(tree, "no-app-imports-config-app",
+                  "teams_app is not allowed to import config_app", "teams_app.leak -> config_app.services (l.1)")
 
 
 def test_a_cycle_hidden_in_a_function_local_import_breaks_the_acyclic_contract(tree):

@@ -8,7 +8,7 @@ from rest_framework.exceptions import AuthenticationFailed
 
 from goclaw.api import bearer_from_header
 from tools_app.models import Agent, AgentToken
-from tools_app.services.agents import token_authenticate
+from tools_app.services.agents import token_authenticate_cached
 
 
 @dataclass
@@ -27,6 +27,9 @@ class AgentPrincipal:
 
 
 class AgentTokenAuthentication(BaseAuthentication):
+    """Agents' bearer tokens, checked against the per-process token cache (a revocation anywhere is refused
+    within a second, see token_authenticate_cached). Any Authorization header makes this the only scheme tried."""
+
     def authenticate(self, request):
         header = request.META.get("HTTP_AUTHORIZATION", "")
         if not header:
@@ -34,7 +37,7 @@ class AgentTokenAuthentication(BaseAuthentication):
         raw = bearer_from_header(header)
         if raw is None:
             raise AuthenticationFailed("Authorization header must be 'Bearer <agent token>'")
-        token = token_authenticate(raw)
+        token = token_authenticate_cached(raw)
         if token is None:
             raise AuthenticationFailed("invalid, expired or revoked agent token")
         return AgentPrincipal(agent=token.agent, token=token), token

@@ -4,7 +4,8 @@ after commit, to close (deleted / ended) or to re-check themselves (changed); se
 periodic re-check is the safety net for any other path.
 
 Catalog and permission caches are not kept here: the services that write agents, policies, profiles and
-permissions (tools_app.services.agents / .policy) drop them inside their transaction.
+permissions (tools_app.services.agents / .policy) drop them inside their transaction. The token cache is the
+exception: every saved or deleted token or agent drops it, whichever path wrote the row (the admin's token form).
 """
 from importlib import import_module
 
@@ -15,6 +16,9 @@ from django.db.models.signals import post_delete, post_save
 
 from goclaw import events
 from tools_app.models import Agent, AgentToken
+from tools_app.services.agents import token_cache_changed
+
+_TOKEN_CACHE_KINDS = frozenset({"token", "agent"})
 
 
 def _principal_saved(kind):
@@ -22,12 +26,16 @@ def _principal_saved(kind):
         # A new row has no sockets yet; a login only stamps last_login.
         if raw or created or (update_fields is not None and set(update_fields) <= {"last_login"}):
             return
+        if kind in _TOKEN_CACHE_KINDS:
+            token_cache_changed()
         events.principal_changed([events.principal_group(kind, instance.pk)])
     return receiver
 
 
 def _principal_deleted(kind):
     def receiver(sender, instance, **kwargs):
+        if kind in _TOKEN_CACHE_KINDS:
+            token_cache_changed()
         events.principal_ended([events.principal_group(kind, instance.pk)])
     return receiver
 

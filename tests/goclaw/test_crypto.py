@@ -58,8 +58,9 @@ def test_every_value_gets_a_fresh_nonce_and_the_key_id_reveals_nothing_of_the_ke
     assert crypto.key_id(KEY_A) != crypto.key_id(KEY_B)
 
 
-@pytest.mark.parametrize("bad", ["", "short", HEX_A[:-1], HEX_A + "0", "zz" * 32, base64.b64encode(os.urandom(16)).decode(),
-                                 base64.b64encode(os.urandom(33)).decode(), "not base64 at all!!"])
+@pytest.mark.parametrize("bad", ["", "short", HEX_A[:-1], HEX_A + "0", "zz" * 32, base64.b64encode(bytes(range(16))).decode(),
+                                 base64.b64encode(bytes(range(33))).decode(), "not base64 at all!!"],
+                         ids=["empty", "short", "hex-63", "hex-65", "not-hex", "b64-16-bytes", "b64-33-bytes", "garbage"])
 def test_a_malformed_key_is_refused_naming_the_variable_never_the_value(bad):
     with pytest.raises(ImproperlyConfigured) as refused:
         crypto.parse_key(bad)

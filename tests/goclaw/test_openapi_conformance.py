@@ -166,8 +166,13 @@ def staff_schema(fuzz_agent, staff_user):
     # JSON Schema: rules across fields (and rows) that no request schema can state, answered 400 / 409.
     custom_tools = {"checks": {"positive_data_acceptance": {"expected-statuses": ["2xx", "400", "401", "403", "404", "409"]}},
                     "include-path-regex": "^/api/v1/custom-tools/"}
+    # A configuration document is checked as a whole against the database (references, services' rules): any
+    # mapping fits the schema, most are answered 400 config_invalid (docs/config-as-code.md).
+    config_import = {"checks": {"positive_data_acceptance": {"expected-statuses": ["2xx", "400", "401", "403"]}},
+                     "include-path": "/api/v1/config/import"}
     return _load_schema(scheme="cookieAuth", credential={"api_key": client.cookies["sessionid"].value},
-                        seeded=_seed(fuzz_agent, staff_user), operations=[named_agent, custom_tools, MCP_WRITES, TEAMS_WRITES])
+                        seeded=_seed(fuzz_agent, staff_user),
+                        operations=[named_agent, custom_tools, MCP_WRITES, TEAMS_WRITES, config_import])
 
 
 # Each run covers the operations its credential is documented for; test_each_credential_is_refused_where_the_schema_

@@ -67,6 +67,7 @@ def test_a_burst_of_healthz_requests_runs_the_probes_once_and_other_endpoints_ke
     """64 concurrent /healthz requests share one round of probes (a slow probe would otherwise hold every
     request thread), while an agent's request is answered in between."""
     import threading
+    import time
 
     from django.test import Client
 
@@ -95,8 +96,10 @@ def test_a_burst_of_healthz_requests_runs_the_probes_once_and_other_endpoints_ke
         threads = [threading.Thread(target=probe_once) for _ in range(64)]
         for thread in threads:
             thread.start()
-        while not probes:
+        deadline = time.monotonic() + 60
+        while not probes and time.monotonic() < deadline:
             threading.Event().wait(0.01)
+        assert probes, f"no /healthz request reached the probe (answers so far: {statuses})"
         assert api.get("/api/v1/agents/me").status_code == 200  # answered while a probe is in flight
         gate.set()
         for thread in threads:

@@ -6,8 +6,9 @@ import hmac
 import logging
 import secrets
 import string
+import time
 from datetime import timedelta
-from typing import Any
+from typing import Any, Callable
 
 from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -17,6 +18,7 @@ from django.utils import timezone
 
 from goclaw import events
 from goclaw.errors import NotFound, ValidationError
+from goclaw.generations import GenerationCache, generation_bump
 from tools_app.agent_config import AGENT_CONFIG_SCHEMA, agent_config_validate  # noqa: F401 - the services' vocabulary
 from tools_app.models import Agent, AgentToken
 from tools_app.policy import policy_changed
@@ -25,6 +27,8 @@ from tools_app.services.policy import actor_name
 logger = logging.getLogger(__name__)
 TOKEN_PREFIX = "gclw"
 _PREFIX_ALPHABET = string.ascii_lowercase + string.digits
+TOKENS_CACHE = "agent_tokens"  # generation bumped when a token or an agent changes or goes (see token_cache_changed)
+TOKEN_CACHE_SECONDS = 5.0  # a cached authentication is read again from the database at least this often
 
 
 @transaction.atomic
@@ -89,11 +93,20 @@ def token_issue(*, agent: Agent, name: str = "default", expires_days: int | None
 
 @transaction.atomic
 def token_revoke(*, token: AgentToken) -> AgentToken:
-    """Revoke `token`; after commit every WebSocket opened with it is closed with 4401 (an UPDATE sends no signal)."""
+    """Revoke `token`: refused at once in this process and within a second in every other (the token cache's
+    generation moves with the commit); after commit every WebSocket opened with it is closed with 4401 (an UPDATE
+    sends no signal)."""
     if AgentToken.objects.filter(pk=token.pk, revoked=False).update(revoked=True, revoked_at=timezone.now()):
+        token_cache_changed()
         events.principal_ended([events.principal_group("token", token.pk)])
     token.refresh_from_db()
     return token
+
+
+def token_cache_changed() -> None:
+    """A token or an agent changed or went: every process drops the authentications it keeps (token_authenticate_cached).
+    Call it inside the writing transaction; tools_app.signals calls it for every save and delete of either model."""
+    generation_bump(TOKENS_CACHE)
 
 
 def token_active(token_id: int) -> AgentToken | None:
@@ -136,22 +149,74 @@ def _from_row(model, values):
     return model.from_db("default", [f.attname for f in fields], converted)
 
 
-def token_authenticate(raw: str) -> AgentToken | None:
-    """The active token for `raw` (with its agent loaded), or None: unknown, malformed, expired,
-    revoked or belonging to a disabled agent. Comparison of hashes is constant-time."""
+def _token_digest(raw: str) -> str | None:
+    """The SHA-256 of a well-formed token, else None (nothing else is ever hashed, looked up or cached)."""
+    if len(raw) > 200:
+        return None
     parts = raw.split("_", 2)
-    if len(parts) != 3 or parts[0] != TOKEN_PREFIX or not parts[1] or len(raw) > 200:
+    if len(parts) != 3 or parts[0] != TOKEN_PREFIX or not parts[1]:
         return None
-    token = _token_lookup(parts[1])
-    if token is None or not hmac.compare_digest(token.token_hash, _hash(raw)):
-        return None
-    if not token.is_active or not token.agent.enabled:
+    return _hash(raw)
+
+
+def _token_verified(raw: str, digest: str) -> AgentToken | None:
+    """The token row `raw` names, with its agent, if its hash matches (constant-time), whatever its state."""
+    token = _token_lookup(raw.split("_", 2)[1])
+    return token if token is not None and hmac.compare_digest(token.token_hash, digest) else None
+
+
+def _token_usable(token: AgentToken | None) -> AgentToken | None:
+    """`token` if it grants access now (not revoked, not expired, agent enabled); stamps `last_used_at` at most
+    once per TOOL_TOKEN_LAST_USED_INTERVAL."""
+    if token is None or not token.is_active or not token.agent.enabled:
         return None
     now = timezone.now()
     if token.last_used_at is None or (now - token.last_used_at).total_seconds() > settings.TOOL_TOKEN_LAST_USED_INTERVAL:
-        AgentToken.objects.filter(pk=token.pk).update(last_used_at=now)
         token.last_used_at = now
+        AgentToken.objects.filter(pk=token.pk).update(last_used_at=now)
     return token
+
+
+def token_authenticate(raw: str) -> AgentToken | None:
+    """The active token for `raw` (with its agent loaded), or None: unknown, malformed, expired,
+    revoked or belonging to a disabled agent. Reads the database on every call; comparison of hashes is constant-time."""
+    digest = _token_digest(raw)
+    return None if digest is None else _token_usable(_token_verified(raw, digest))
+
+
+class _AuthenticatedTokens(GenerationCache):
+    """Token rows (agent loaded) that matched a presented token in this process, by the token's SHA-256, never the
+    token itself. An entry serves while the TOKENS_CACHE generation stays where it was *before* the row was read
+    (so a row read across a change is never served after it) and for at most TOKEN_CACHE_SECONDS. Rows are shared
+    by the process's requests: read them, never change them (last_used_at aside)."""
+
+    def lookup(self, digest: str, read: Callable[[], AgentToken | None]) -> AgentToken | None:
+        generation = self.sync()
+        entry = self.entries.get(digest)
+        now = time.monotonic()
+        if entry is not None and entry[1] == generation and now - entry[2] < TOKEN_CACHE_SECONDS:
+            return entry[0]
+        token = read()
+        with self.lock:
+            if token is None:
+                self.entries.pop(digest, None)  # unknown tokens are never cached: guessing cannot fill the cache
+            else:
+                if len(self.entries) >= self.max_entries:
+                    self.entries.clear()
+                self.entries[digest] = (token, generation, now)
+        return token
+
+
+_authenticated = _AuthenticatedTokens(TOKENS_CACHE)
+
+
+def token_authenticate_cached(raw: str) -> AgentToken | None:
+    """token_authenticate without a query on most calls: the row is kept per process (_AuthenticatedTokens) and
+    checked again on every call (revoked, expired, agent disabled). A revocation, expiry change, token deletion or
+    agent change is seen at once by the process that made it and within CHECK_SECONDS (0.5 s) plus one request by
+    every other process (goclaw.generations); a change that bypasses the models (raw SQL) within TOKEN_CACHE_SECONDS."""
+    digest = _token_digest(raw)
+    return None if digest is None else _token_usable(_authenticated.lookup(digest, lambda: _token_verified(raw, digest)))
 
 
 def agent_get_by_key(key: str) -> Agent:

@@ -1,5 +1,6 @@
 """`manage.py up`: migrate, ensure an admin, then supervise the web server (gunicorn, WSGI), the WebSocket
-server (daphne, ASGI) and the django-q2 cluster until Ctrl-C; PostgreSQL (embedded) stops last."""
+server (daphne, ASGI), the MCP server (uvicorn, ASGI: docs/mcp-server.md) and the django-q2 cluster until Ctrl-C;
+PostgreSQL (embedded) stops last."""
 from __future__ import annotations
 
 import os
@@ -53,6 +54,15 @@ def port_free(host: str, port: int) -> bool:
     return True
 
 
+def free_port(host: str) -> int:
+    """A port the system considers free on `host` right now."""
+    import socket
+
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
+
+
 class Child:
     def __init__(self, name: str, argv: list[str], env: dict[str, str]):
         self.name, self.argv, self.env = name, argv, env
@@ -75,18 +85,22 @@ class Child:
 
 
 class Command(BaseCommand):
-    help = "Set up (migrations, admin account) and serve goclaw: web, WebSocket and worker processes."
+    help = "Set up (migrations, admin account) and serve goclaw: web, WebSocket, MCP and worker processes."
 
     def add_arguments(self, parser):
         parser.add_argument("--host", default=settings.HOST)
         parser.add_argument("--port", type=int, default=settings.PORT)
         parser.add_argument("--ws-port", type=int, default=None)
+        parser.add_argument("--mcp-port", type=int, default=None, help="default GOCLAW_MCP_PORT, else --port + 2")
         parser.add_argument("--no-worker", action="store_true", help="do not start the django-q2 cluster")
 
-    def handle(self, *args, host, port, ws_port, no_worker, **options):
+    def handle(self, *args, host, port, ws_port, mcp_port, no_worker, **options):
         ws_port = ws_port or (settings.WS_PORT if port == settings.PORT else port + 1)
+        if not mcp_port and not os.environ.get("GOCLAW_MCP_PORT") and port != settings.PORT and not port_free(host, port + 2):
+            mcp_port = free_port(host)  # only the derived default moves; a port someone chose is required
+        mcp_port = mcp_port or (settings.MCP_PORT if port == settings.PORT or os.environ.get("GOCLAW_MCP_PORT") else port + 2)
         started = time.monotonic()
-        for name, number in (("GOCLAW_PORT", port), ("GOCLAW_WS_PORT", ws_port)):
+        for name, number in (("GOCLAW_PORT", port), ("GOCLAW_WS_PORT", ws_port), ("GOCLAW_MCP_PORT", mcp_port)):
             if not port_free(host, number):
                 raise CommandError(f"{host}:{number} is already in use: stop what listens there or set {name} (or --port/--ws-port)")
         problem = database_check()
@@ -110,7 +124,8 @@ class Command(BaseCommand):
         connections.close_all()
 
         env = {**os.environ, "DATABASE_URL": database_url(), "DJANGO_SETTINGS_MODULE": "goclaw.settings",
-               "GOCLAW_PORT": str(port), "GOCLAW_WS_PORT": str(ws_port), "GOCLAW_HOST": host,
+               "GOCLAW_PORT": str(port), "GOCLAW_WS_PORT": str(ws_port),
+               "GOCLAW_MCP_PORT": str(mcp_port), "GOCLAW_HOST": host,
                "GOCLAW_WS_URL": os.environ.get("GOCLAW_WS_URL", f"ws://{host}:{ws_port}/ws/events/"),
                "PYTHONUNBUFFERED": "1"}
         bindir = Path(sys.executable).parent
@@ -118,6 +133,8 @@ class Command(BaseCommand):
             Child("web", [str(bindir / "gunicorn"), "goclaw.wsgi:application", "-c", str(settings.BASE_DIR / "goclaw" / "gunicorn_conf.py"),
                           "--bind", f"{host}:{port}"], env),
             Child("websocket", [str(bindir / "daphne"), "-b", host, "-p", str(ws_port), "--proxy-headers", "goclaw.asgi:application"], env),
+            Child("mcp", [str(bindir / "uvicorn"), "mcp_app.server.asgi:application", "--host", host, "--port", str(mcp_port),
+                          "--workers", str(settings.MCP_WORKERS), "--lifespan", "on", "--no-access-log"], env),
         ]
         if not no_worker:
             children.append(Child("worker", [sys.executable, str(settings.BASE_DIR / "manage.py"), "qcluster"], env))
@@ -142,6 +159,7 @@ class Command(BaseCommand):
             f"  API docs:  http://{host}:{port}/api/docs/\n"
             f"  health:    http://{host}:{port}/healthz\n"
             f"  WebSocket: {env['GOCLAW_WS_URL']}\n"
+            f"  MCP: http://{host}:{mcp_port}/mcp\n"
             f"Press Ctrl-C to stop."))
         exit_code = self._supervise(children, stop_requested)
         for child in children:  # web first, worker last

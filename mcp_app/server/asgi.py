@@ -1,0 +1,264 @@
+"""The ASGI application `manage.py up` serves under uvicorn on GOCLAW_MCP_PORT: `/mcp` only. A thin layer in front
+of the SDK's session manager: it authenticates every request (agent bearer token, 401 with the error envelope),
+finds the session in PostgreSQL (another agent's session id is answered 404 as if unknown), records sessions as
+they open and end, and runs the catalog watcher that sends `notifications/tools/list_changed`."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections import Counter
+
+import django
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "goclaw.settings")
+django.setup()
+
+import anyio  # noqa: E402
+from django.conf import settings  # noqa: E402
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER  # noqa: E402
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE  # noqa: E402
+from mcp_types import UNSUPPORTED_PROTOCOL_VERSION  # noqa: E402
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION  # noqa: E402
+
+from goclaw.api import bearer_from_header  # noqa: E402
+from goclaw.errors import ApplicationError  # noqa: E402
+from mcp_app.server import services  # noqa: E402
+from mcp_app.server.context import call_context, raw_context_from_headers  # noqa: E402
+from mcp_app.server.handlers import build_server, catalog_changed, catalog_fingerprint, in_thread  # noqa: E402
+from mcp_app.server.manager import RevivingSessionManager, json_answer, session_id_of  # noqa: E402
+
+logger = logging.getLogger("goclaw.mcp.server")
+PATH = "/mcp"
+WATCH_SECONDS = 1.0  # how often open GET streams are checked for a changed catalog
+
+
+async def _send_json(send, status: int, body: dict, headers: list[tuple[bytes, bytes]] = ()) -> None:
+    data = json.dumps(body).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()), *headers]})
+    await send({"type": "http.response.body", "body": data})
+
+
+async def send_error(send, status: int, code: str, message: str, details=None, headers=()) -> None:
+    """The platform's error envelope (HTTP-level refusals: nothing reached MCP)."""
+    await _send_json(send, status, {"error": {"code": code, "message": message, "details": details}}, headers)
+
+
+async def send_jsonrpc_error(send, status: int, code: int, message: str, data=None) -> None:
+    error = {"code": code, "message": message, **({"data": data} if data is not None else {})}
+    await _send_json(send, status, {"jsonrpc": "2.0", "id": None, "error": error})
+
+
+async def _read_body(receive, limit: int) -> bytes | None:
+    """The whole request body, or None when it is longer than `limit`."""
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return b""
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+def _replay(body: bytes, receive):
+    sent = False
+
+    async def replay():
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+    return replay
+
+
+def _json_message(body: bytes) -> dict | None:
+    """The JSON-RPC request or notification a POST body holds, else None (the SDK answers malformed ones)."""
+    try:
+        message = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    return message if isinstance(message, dict) and isinstance(message.get("method"), str) else None
+
+
+def _wants_progress(message: dict) -> bool:
+    """A request that asked for progress notifications (it is answered with an SSE stream)."""
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and meta.get("progressToken") is not None
+
+
+def authorize(*, raw_token: str | None, session_id: str | None, header_context: dict, method: str | None) -> services.Caller | None:
+    """The caller of one request (None: not authenticated), in one worker-thread hop: token, session, and for a
+    tools/call whether its session's catalog changed unannounced (then it is answered with SSE, the change first)."""
+    token, session = services.request_authorize(raw_token=raw_token, session_id=session_id)
+    if token is None:
+        return None
+    caller = services.Caller(token=token, session=session, header_context=header_context)
+    caller.catalog_changed = method == "tools/call" and catalog_changed(caller)
+    return caller
+
+
+class MCPApplication:
+    """`/mcp` for agents (see the module doc); lifespan starts the session manager and the catalog watcher."""
+
+    def __init__(self) -> None:
+        self.manager = RevivingSessionManager(build_server(), session_idle_timeout=settings.MCP_SESSION_IDLE_SECONDS)
+        self.open_streams: Counter[str] = Counter()  # session id -> GET streams open in this process
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "lifespan":
+            await self.lifespan(receive, send)
+        elif scope["type"] == "http":
+            await self.http(scope, receive, send)
+
+    async def lifespan(self, receive, send) -> None:
+        await receive()  # lifespan.startup
+        try:
+            async with self.manager.run(), anyio.create_task_group() as tasks:
+                tasks.start_soon(self.watch_catalogs)
+                await send({"type": "lifespan.startup.complete"})
+                await receive()  # lifespan.shutdown
+                tasks.cancel_scope.cancel()
+        except Exception as exc:
+            logger.exception("MCP server lifespan failed")
+            await send({"type": "lifespan.startup.failed", "message": str(exc)})
+            return
+        await send({"type": "lifespan.shutdown.complete"})
+
+    async def http(self, scope, receive, send) -> None:
+        if scope["path"].rstrip("/") != PATH:
+            await send_error(send, 404, "not_found", f"no route for {scope['path'][:200]}; the MCP endpoint is {PATH}")
+            return
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        message = None
+        if scope["method"] == "POST":
+            body = await _read_body(receive, DEFAULT_MAX_REQUEST_BODY_SIZE)
+            if body is None:
+                await send_error(send, 413, "request_too_large", "request body is too large")
+                return
+            receive, message = _replay(body, receive), _json_message(body)
+        header_context = raw_context_from_headers(headers)
+        try:
+            call_context(header_context)
+        except ApplicationError as exc:
+            await send_error(send, 400, exc.code, exc.message, exc.details)
+            return
+        session_id = session_id_of(scope)
+        try:
+            caller = await in_thread(authorize, raw_token=bearer_from_header(headers.get("authorization", "")),
+                                     session_id=session_id, header_context=header_context,
+                                     method=message.get("method") if message else None)
+        except Exception:
+            logger.exception("MCP request authorization failed")
+            await send_error(send, 503, "service_unavailable", "the database is unavailable; retry later")
+            return
+        if caller is None:
+            await send_error(send, 401, "not_authenticated", "an agent token is required: Authorization: Bearer <token>",
+                             headers=[(b"www-authenticate", b'Bearer realm="goclaw"')])
+            return
+        if session_id is not None and caller.session is None:
+            await send_jsonrpc_error(send, 404, -32600, "Session not found")
+            return
+        version = headers.get("mcp-protocol-version")
+        if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            # goclaw serves the session (initialize) era: approvals and listChanged live on sessions.
+            await send_jsonrpc_error(send, 400, UNSUPPORTED_PROTOCOL_VERSION, "Unsupported protocol version",
+                                     {"supported": list(HANDSHAKE_PROTOCOL_VERSIONS), "requested": version[:64]})
+            return
+        scope["goclaw.caller"] = caller
+        json_answer.set(message is not None and not caller.catalog_changed and not _wants_progress(message))
+        session = caller.session
+        if session is None and scope["method"] == "POST":
+            await self.open_session(scope, receive, send, caller, message)
+        elif session is not None and scope["method"] == "GET":
+            self.open_streams[session.session_id] += 1
+            try:
+                await self.serve(scope, receive, send, session)
+            finally:
+                self.open_streams[session.session_id] -= 1
+                if self.open_streams[session.session_id] <= 0:
+                    del self.open_streams[session.session_id]
+        else:
+            if session is not None and scope["method"] == "DELETE":  # ended for every process before the answer
+                await in_thread(services.session_end, session_id=session.session_id, agent=caller.agent)
+            await self.serve(scope, receive, send, session)
+
+    async def serve(self, scope, receive, send, session) -> None:
+        """Hand the request to the SDK. A session ending while its request arrives (the SDK raises) is answered as
+        unknown, never with a traceback."""
+        started = False
+
+        async def watched_send(message):
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.manager.serve(scope, receive, watched_send, session=session)
+        except (ValueError, RuntimeError, anyio.ClosedResourceError) as exc:
+            logger.info("MCP request on a closing session: %s", exc)
+            if not started:
+                await send_jsonrpc_error(send, 404, -32600, "Session not found")
+
+    async def open_session(self, scope, receive, send, caller: services.Caller, message: dict | None) -> None:
+        """A POST without a session id: when it is an initialize the SDK accepts, the session is recorded before
+        the answer (with its id) reaches the client."""
+        params = message.get("params") if message and message.get("method") == "initialize" else None
+
+        async def recording_send(event):
+            if params is not None and event["type"] == "http.response.start" and event["status"] == 200:
+                sid = next((v.decode("latin-1") for k, v in event.get("headers", [])
+                            if k.lower() == MCP_SESSION_ID_HEADER.lower().encode()), None)
+                if sid:
+                    fields = params if isinstance(params, dict) else {}
+                    requested = fields.get("protocolVersion")
+                    version = requested if requested in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
+                    await in_thread(services.session_open, session_id=sid, token=caller.token, context=caller.header_context,
+                                    protocol_version=version, client_info=fields.get("clientInfo"))
+            await send(event)
+
+        await self.serve(scope, receive, recording_send, None)
+
+    async def watch_catalogs(self) -> None:
+        """Every second: sessions with a GET stream open here whose catalog changed since they listed it are sent
+        `notifications/tools/list_changed` (once per change, whichever process claims it)."""
+        while True:
+            await anyio.sleep(WATCH_SECONDS)
+            watched = [sid for sid in self.open_streams if sid in self.manager.connections]
+            if not watched:
+                continue
+            try:
+                changed = await in_thread(_changed_sessions, watched)
+            except Exception:
+                logger.exception("MCP catalog watch failed")
+                continue
+            for sid in changed:
+                connection = self.manager.connections.get(sid)
+                if connection is not None:
+                    try:
+                        await connection.outbound.notify("notifications/tools/list_changed", None)
+                    except Exception:
+                        logger.warning("could not notify MCP session %s", sid[:12])
+
+
+def _changed_sessions(session_ids: list[str]) -> list[str]:
+    """The sessions among these whose catalog changed since they listed it (each claimed for one notification)."""
+    changed = []
+    for session in services.sessions_for_watch(session_ids):
+        try:
+            fingerprint = catalog_fingerprint(session.agent, call_context(session.context))
+        except ApplicationError:
+            continue
+        if services.session_claim_notification(session_id=session.session_id, fingerprint=fingerprint):
+            changed.append(session.session_id)
+    return changed
+
+
+application = MCPApplication()

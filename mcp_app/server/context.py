@@ -1,0 +1,44 @@
+"""Where an MCP call's context comes from: `X-Goclaw-*` headers (per HTTP request, captured at initialize for the
+session) and per-call `params._meta` keys `goclaw/<field>`, which win. Values are checked exactly like the REST
+execute body's `context` (the same parser)."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from goclaw.errors import ValidationError
+from tools_app.api.serializers import _call_context, _Invalid
+from tools_app.calls import CallContext
+
+# The one mapping table: REST context field -> (HTTP header, `_meta` key). docs/mcp-server.md repeats it.
+CONTEXT_KEYS: dict[str, tuple[str, str]] = {
+    "user_id": ("x-goclaw-user", "goclaw/user_id"),
+    "session_key": ("x-goclaw-session", "goclaw/session_key"),
+    "channel": ("x-goclaw-channel", "goclaw/channel"),
+    "chat_id": ("x-goclaw-chat-id", "goclaw/chat_id"),
+    "provider": ("x-goclaw-provider", "goclaw/provider"),
+    "peer_kind": ("x-goclaw-peer-kind", "goclaw/peer_kind"),
+}
+
+
+def raw_context_from_headers(headers: Mapping[str, str]) -> dict[str, Any]:
+    """The REST-shaped context fields the request's headers carry (absent headers are not fields)."""
+    return {name: headers[header] for name, (header, _) in CONTEXT_KEYS.items() if header in headers}
+
+
+def raw_context_from_meta(meta: Any) -> dict[str, Any]:
+    """The REST-shaped context fields a call's `_meta` carries (anything but an object carries none)."""
+    if not isinstance(meta, Mapping):
+        return {}
+    return {name: meta[key] for name, (_, key) in CONTEXT_KEYS.items() if key in meta}
+
+
+def call_context(*layers: dict[str, Any], request_id: str = "") -> CallContext:
+    """Merge context layers (later ones win) and validate them with the REST parser; ValidationError names the
+    offending fields."""
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        merged.update(layer)
+    try:
+        return _call_context(merged).replace(request_id=request_id[:64])
+    except _Invalid as exc:
+        raise ValidationError("invalid call context", code="invalid_context", details=exc.detail) from None

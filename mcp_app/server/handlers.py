@@ -1,0 +1,228 @@
+"""The MCP methods goclaw serves: `tools/list` (the agent's catalog, exactly what `GET /api/v1/tools` returns) and
+`tools/call` (the one pipeline), plus the approval wait with progress and the two resumption tools. The caller
+(token, session, header context) comes from the ASGI layer on the HTTP request's scope."""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+import uuid
+from typing import Any
+
+import anyio
+import mcp_types as types
+from django.conf import settings
+from django.db import close_old_connections
+from mcp.server.lowlevel.server import NotificationOptions, Server
+
+from goclaw.errors import ApplicationError
+from goclaw.generations import generation_cache
+from mcp_app.server import services
+from mcp_app.server.context import call_context, raw_context_from_meta
+from tools_app.calls import CallContext, Outcome, ToolCall
+from tools_app.choices import ApprovalStatus
+from tools_app.execution import _WAIT_ENDED, approval_execute, tool_execute
+from tools_app.policy import POLICY_CACHE
+from tools_app.selectors import tool_catalog_for_agent
+from tools_app.services.approvals.requests import approval_wait
+from tools_app.toolsets import TOOLSETS_CACHE
+
+logger = logging.getLogger("goclaw.mcp.server")
+
+WAIT_SLICE_SECONDS = 5  # one approval_wait per slice; a progress notification after each
+WAIT_TOOL, RESUME_TOOL = "goclaw_approval_wait", "goclaw_approval_resume"
+_APPROVAL_ID_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["approval_id"],
+                       "properties": {"approval_id": {"type": "string", "description": "the approval id a pending call named"}}}
+HELPER_TOOLS = [
+    {"name": WAIT_TOOL, "parameters": _APPROVAL_ID_SCHEMA,
+     "description": "Wait again for a person to decide a call that was still pending approval; when they approve, "
+                    "the call runs (exactly once, with its original arguments) and its result is returned."},
+    {"name": RESUME_TOOL, "parameters": _APPROVAL_ID_SCHEMA,
+     "description": "Run a call that was pending approval now if a person approved it (exactly once, with its "
+                    "original arguments); otherwise say where the approval stands."},
+]
+
+
+async def in_thread(func, /, *args, **kwargs):
+    """Run synchronous Django code in a worker thread, with stale database connections closed around it."""
+    def run():
+        close_old_connections()
+        try:
+            return func(*args, **kwargs)
+        finally:
+            close_old_connections()
+
+    return await anyio.to_thread.run_sync(run)
+
+
+def caller_of(ctx) -> services.Caller:
+    """The authenticated caller the ASGI layer attached to this message's HTTP request."""
+    return ctx.request.scope["goclaw.caller"]
+
+
+def session_context(caller: services.Caller) -> dict[str, Any]:
+    """The session's context (captured at initialize) overridden by this request's headers."""
+    return {**(caller.session.context if caller.session is not None else {}), **caller.header_context}
+
+
+def catalog(agent, context: CallContext) -> tuple[list[dict], str]:
+    """The agent's catalog in this context (REST's, plus the resumption tools while a call awaits one), and its
+    fingerprint (what listChanged compares)."""
+    tools = tool_catalog_for_agent(agent, context)
+    if services.resume_waiting(agent):
+        tools = [*tools, *HELPER_TOOLS]
+    digest = hashlib.sha256(json.dumps([[t["name"], t["description"], t["parameters"]] for t in tools],
+                                       sort_keys=True, default=str).encode()).hexdigest()
+    return tools, digest
+
+
+def catalog_fingerprint(agent, context: CallContext) -> str:
+    """`catalog(...)[1]`, memoised while nothing behind it moved: the tool sets' and policies' generations are part
+    of the key, and resumable calls appearing or going bump RESUMES_CACHE (a per-call check costs no query)."""
+    key = (agent.pk, context.replace(request_id=""), generation_cache(POLICY_CACHE).sync(),
+           generation_cache(TOOLSETS_CACHE).sync())
+    return generation_cache(services.RESUMES_CACHE).get(key, lambda: catalog(agent, context)[1])
+
+
+def _list_sync(caller: services.Caller) -> list[dict]:
+    tools, fingerprint = catalog(caller.agent, call_context(session_context(caller)))
+    if caller.session is not None:
+        services.session_listed(session=caller.session, fingerprint=fingerprint)
+    return tools
+
+
+async def list_tools(ctx, params) -> types.ListToolsResult:
+    """tools/list: the REST catalog of this agent and context (recorded as what the session now knows)."""
+    tools = await in_thread(_list_sync, caller_of(ctx))
+    return types.ListToolsResult(tools=[types.Tool(name=t["name"], description=t["description"],
+                                                   input_schema=t["parameters"]) for t in tools])
+
+
+def catalog_changed(caller: services.Caller) -> bool:
+    """Whether this session listed a catalog that is no longer current and nobody told it yet (claimed: true once)."""
+    session = caller.session
+    if session is None or not session.catalog_fingerprint:
+        return False
+    try:
+        fingerprint = catalog_fingerprint(caller.agent, call_context(session_context(caller)))
+    except ApplicationError:
+        return False
+    if fingerprint in (session.catalog_fingerprint, session.notified_fingerprint):
+        return False
+    claimed = services.session_claim_notification(session_id=session.session_id, fingerprint=fingerprint)
+    session.notified_fingerprint = fingerprint  # told now, or already (another process claimed it, or it listed)
+    return claimed
+
+
+# --- tools/call ----------------------------------------------------------------------------------------------
+def tool_result(outcome: Outcome) -> types.CallToolResult:
+    """The scrubbed `for_llm` text as content; `as_dict()` minus what is for people only as structured content;
+    isError for every refusal or failure the model should see."""
+    structured = {k: v for k, v in outcome.as_dict().items() if k != "for_user"}
+    return types.CallToolResult(content=[types.TextContent(type="text", text=outcome.for_llm)],
+                                structured_content=structured, is_error=outcome.is_error)
+
+
+def error_result(status: str, message: str, **extra: Any) -> types.CallToolResult:
+    """An isError result for a refusal decided here (bad context, unknown approval id)."""
+    return tool_result(Outcome(status=status, for_llm=message, is_error=True, extra=extra))
+
+
+def _pending_result(outcome: Outcome, tool: str) -> types.CallToolResult:
+    """Still waiting for a person at the deadline: not an error (nothing failed); tells the model how to resume."""
+    approval_id = outcome.extra["approval_id"]
+    outcome.for_llm = (f"A person has not yet decided whether {tool!r} may run (approval {approval_id}). Call "
+                       f"{WAIT_TOOL} with {{\"approval_id\": \"{approval_id}\"}} to wait for the decision (the call then "
+                       f"runs once), or {RESUME_TOOL} later to run it if approved.")
+    return tool_result(outcome)
+
+
+def _run_approved(approval_id, agent, arguments) -> Outcome:
+    """The approved call, run once; a refusal of the run itself (used, expired, other arguments) is a denied outcome."""
+    try:
+        return approval_execute(approval_id=approval_id, agent=agent, arguments=arguments)
+    except ApplicationError as exc:
+        return Outcome(status="denied", for_llm=exc.message, is_error=True,
+                       extra={"approval_id": str(approval_id), "code": exc.code})
+
+
+async def wait_for_decision(ctx, *, agent, approval_id, arguments, seconds: float) -> Outcome | None:
+    """Wait up to `seconds` in slices for a person's decision, reporting progress after each slice. Approved → the
+    call runs (once) and its outcome is returned; denied / expired / cancelled → a denied outcome; still pending
+    → None."""
+    started = time.monotonic()
+    while True:
+        elapsed = time.monotonic() - started
+        if seconds > 0:  # no-op unless the client sent a progressToken
+            await ctx.session.report_progress(round(elapsed, 1), seconds, f"waiting for a person to decide (approval {approval_id})")
+        remaining = seconds - elapsed
+        req = await in_thread(approval_wait, approval_id=approval_id, seconds=max(0.0, min(WAIT_SLICE_SECONDS, remaining)))
+        if req.status == ApprovalStatus.APPROVED:
+            return await in_thread(_run_approved, req.pk, agent, arguments)
+        if req.status != ApprovalStatus.PENDING:
+            return Outcome(status="denied", for_llm=_WAIT_ENDED.get(req.status, f"approval {req.status}"), is_error=True,
+                           extra={"approval_id": str(req.pk), "approval_status": req.status})
+        if remaining <= WAIT_SLICE_SECONDS:
+            return None
+
+
+async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
+    """tools/call: the pipeline's outcome as a result; an `ask` waits for the person (see `wait_for_decision`), and
+    a call still pending at GOCLAW_MCP_APPROVAL_WAIT is kept sealed for the resumption tools."""
+    caller = caller_of(ctx)
+    meta = (ctx.params or {}).get("_meta")
+    try:
+        context = call_context(session_context(caller), raw_context_from_meta(meta), request_id=str(ctx.request_id or ""))
+    except ApplicationError as exc:
+        return error_result("invalid_context", exc.message, details=exc.details)
+    arguments = params.arguments if params.arguments is not None else {}
+    if caller.catalog_changed:  # told first, on this POST's stream (clients without a GET stream learn of it here)
+        await ctx.session.send_notification(types.ToolListChangedNotification(), related_request_id=ctx.request_id)
+    if params.name in (WAIT_TOOL, RESUME_TOOL):
+        return await resume_tool(ctx, caller, params.name, arguments)
+    call = ToolCall(agent=caller.agent, tool=params.name, arguments=arguments, context=context)
+    outcome = await in_thread(tool_execute, call)
+    approval_id = outcome.extra.get("approval_id")
+    if outcome.status != "pending_approval" or not approval_id:
+        return tool_result(outcome)
+    decided = await wait_for_decision(ctx, agent=caller.agent, approval_id=approval_id, arguments=arguments,
+                                      seconds=settings.MCP_APPROVAL_WAIT)
+    if decided is not None:
+        return tool_result(decided)
+    await in_thread(services.resume_store, approval_id=approval_id, agent=caller.agent, arguments=arguments)
+    return _pending_result(outcome, params.name)
+
+
+async def resume_tool(ctx, caller: services.Caller, name: str, arguments: dict) -> types.CallToolResult:
+    """goclaw_approval_wait / goclaw_approval_resume: run this agent's call awaiting resumption once approved."""
+    try:
+        approval_id = uuid.UUID(str(arguments.get("approval_id"))[:64])
+    except (AttributeError, ValueError):
+        return error_result("invalid_arguments", "approval_id must be the approval id a pending call named")
+    try:
+        approval, original = await in_thread(services.resume_open, approval_id=approval_id, agent=caller.agent)
+    except ApplicationError as exc:
+        return error_result("denied", exc.message, code=exc.code)
+    seconds = settings.MCP_APPROVAL_WAIT if name == WAIT_TOOL else 0
+    decided = await wait_for_decision(ctx, agent=caller.agent, approval_id=approval.pk, arguments=original, seconds=seconds)
+    if decided is None:
+        still = Outcome(status="pending_approval", for_llm="", extra={"approval_id": str(approval.pk)})
+        return _pending_result(still, approval.tool_name)
+    await in_thread(services.resume_erase, approval_id=approval.pk)
+    return tool_result(decided)
+
+
+class GoclawMCPServer(Server):
+    """The low-level SDK server with goclaw's handlers; announces `tools.listChanged`."""
+
+    def create_initialization_options(self, notification_options=None, experimental_capabilities=None, extensions=None):
+        return super().create_initialization_options(notification_options or NotificationOptions(tools_changed=True),
+                                                     experimental_capabilities, extensions)
+
+
+def build_server() -> GoclawMCPServer:
+    """The SDK server goclaw's session manager runs."""
+    return GoclawMCPServer("goclaw", version="1", on_list_tools=list_tools, on_call_tool=call_tool,
+                           instructions="goclaw: this agent's governed tools. Calls a person must approve may answer "
+                                        f"with an approval id; resume them with {WAIT_TOOL}.")

@@ -1,0 +1,60 @@
+"""`/mcp` on the main (gunicorn) port: a thin reverse proxy to the MCP server `up` runs on GOCLAW_MCP_PORT, for POST
+and DELETE, streaming the answer through as it comes (progress and notifications included). GET is declined with
+405, as the spec allows: a standalone SSE stream would hold a gunicorn thread for as long as the client keeps it."""
+from __future__ import annotations
+
+import http.client
+import logging
+
+from django.conf import settings
+from django.http import StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from goclaw.api import error_response
+
+logger = logging.getLogger("goclaw.mcp.server")
+
+FORWARDED_REQUEST_HEADERS = ("authorization", "content-type", "accept", "mcp-session-id", "mcp-protocol-version",
+                             "last-event-id", "x-request-id")
+FORWARDED_RESPONSE_HEADERS = ("content-type", "mcp-session-id", "www-authenticate", "cache-control", "allow")
+CHUNK = 65536
+
+
+def _upstream_host() -> str:
+    """Where this machine's MCP server listens (a wildcard bind is reached on loopback)."""
+    return {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}.get(settings.HOST, settings.HOST)
+
+
+def _headers(request) -> dict[str, str]:
+    return {name: value for name, value in request.headers.items()
+            if name.lower() in FORWARDED_REQUEST_HEADERS or name.lower().startswith("x-goclaw-")}
+
+
+@csrf_exempt
+def mcp_proxy(request):
+    if request.method not in ("POST", "DELETE"):
+        return error_response(405, "method_not_allowed", "this port answers MCP POST and DELETE only; open the "
+                              f"standalone stream on the MCP port ({settings.MCP_PORT})", headers={"Allow": "POST, DELETE"})
+    upstream = http.client.HTTPConnection(_upstream_host(), settings.MCP_PORT, timeout=settings.MCP_APPROVAL_WAIT + 3700)
+    try:
+        upstream.request(request.method, "/mcp", body=request.body, headers=_headers(request))
+        answer = upstream.getresponse()
+    except OSError as exc:
+        upstream.close()
+        logger.error("MCP server unreachable on port %s: %s", settings.MCP_PORT, exc)
+        return error_response(503, "mcp_unavailable", "the MCP server is not reachable; retry later", headers={"Retry-After": "5"})
+
+    def relay():
+        try:
+            while chunk := answer.read1(CHUNK):
+                yield chunk
+        finally:
+            upstream.close()
+
+    response = StreamingHttpResponse(relay(), status=answer.status)
+    for name in FORWARDED_RESPONSE_HEADERS:
+        value = answer.getheader(name)
+        if value is not None:
+            response[name] = value
+    response["X-Accel-Buffering"] = "no"  # a front proxy must not hold back progress events
+    return response
