@@ -114,3 +114,44 @@ def test_the_openapi_schema_still_negotiates_yaml_or_json(staff_session):
     as_json = staff_session.get("/api/schema/?format=json")
     assert as_json.headers["Content-Type"].startswith("application/vnd.oai.openapi+json")
     assert json.loads(as_json.content)["openapi"].startswith("3.")
+
+
+def _query_request(query: str = ""):
+    from rest_framework.request import Request
+    from rest_framework.test import APIRequestFactory
+
+    return Request(APIRequestFactory().get("/api/v1/anything" + (f"?{query}" if query else "")))
+
+
+def test_an_empty_query_validates_to_the_defaults_every_time_whatever_a_caller_did_with_them():
+    from goclaw.api import StrictIntegerField, validated_query
+    from rest_framework import serializers
+
+    class Query(serializers.Serializer):
+        depth = StrictIntegerField(required=False, default=0, min_value=0)
+
+    first = validated_query(Query, _query_request())
+    first["depth"] = 99  # a view editing its copy
+    assert validated_query(Query, _query_request()) == {"depth": 0}
+    assert validated_query(Query, _query_request("depth=3")) == {"depth": 3}
+
+
+def test_an_empty_query_is_validated_again_when_its_answer_can_vary():
+    import itertools
+
+    from goclaw.api import validated_query
+    from rest_framework import serializers
+
+    ticks = itertools.count()
+
+    class Stamped(serializers.Serializer):
+        tick = serializers.IntegerField(required=False, default=lambda: next(ticks))
+
+    class Checked(serializers.Serializer):
+        seen = serializers.IntegerField(required=False, default=0)
+
+        def validate(self, attrs):
+            return {**attrs, "seen": next(ticks)}
+
+    assert validated_query(Stamped, _query_request()) != validated_query(Stamped, _query_request())
+    assert validated_query(Checked, _query_request()) != validated_query(Checked, _query_request())

@@ -438,6 +438,7 @@ def test_the_team_list_runs_the_same_queries_for_3_and_30_teams(who, staff_api, 
     client.get("/api/v1/teams/")
     with_3 = _count(client, "/api/v1/teams/")
     add(27, 3)
+    client.get("/api/v1/teams/")  # creating teams moved cache counters: re-reading them is not part of the count
     with django_assert_num_queries(with_3):
         body = client.get("/api/v1/teams/").json()
     assert len(body["results"]) == 30 and all(team["open_tasks"] == 1 and len(team["members"]) == 3

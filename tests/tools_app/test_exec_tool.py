@@ -231,7 +231,8 @@ def test_host_timeout_kills_the_whole_group(tool, workspace):
     workspace.mkdir(parents=True)
     r = run(tool, workspace, {"command": "sleep 300 & echo $! > pidfile; echo started; sleep 300", "timeout": 1},
             host_agent(workspace), exec_grace_seconds=1)
-    assert r.for_llm == "started\n[timed out after 1s; process group killed]"
+    # (a shell that outlives its child by a moment may add "Terminated" on stderr: not part of the contract)
+    assert r.for_llm.startswith("started\n") and r.for_llm.endswith("\n[timed out after 1s; process group killed]")
     assert wait_gone(int((workspace / "pidfile").read_text()))
 
 
