@@ -68,14 +68,17 @@ class GenerationCache:
         return value
 
     def get(self, key: Any, compute: Callable[[], Any]) -> Any:
-        self.sync()
+        generation = self.sync()
         value = self.entries.get(key, _MISSING)
         if value is _MISSING:
             value = compute()
             with self.lock:
-                if len(self.entries) >= self.max_entries:
-                    self.entries.clear()
-                self.entries[key] = value
+                # Kept only if the generation did not move while it was computed: a value read before a change
+                # must never be filed under the change's generation (it would outlive it).
+                if self.generation == generation:
+                    if len(self.entries) >= self.max_entries:
+                        self.entries.clear()
+                    self.entries[key] = value
         return value
 
     def clear(self) -> None:
