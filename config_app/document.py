@@ -24,7 +24,8 @@ _GOCLAW_RENAMES = {"timeout_sec": "timeout_seconds", "server_name": "server", "a
 
 
 class _Loader(yaml.SafeLoader):
-    """safe_load without aliases: an alias can expand a small document into a huge one (billion laughs)."""
+    """safe_load without aliases (an alias can expand a small document into a huge one: billion laughs) and without
+    duplicate keys (a reviewer would read one value while the import applies the other)."""
 
     def compose_node(self, parent, index):
         if self.check_event(yaml.AliasEvent):
@@ -32,6 +33,19 @@ class _Loader(yaml.SafeLoader):
             raise yaml.MarkedYAMLError("while reading the document", None, "aliases (*name) are not accepted",
                                        event.start_mark)
         return super().compose_node(parent, index)
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen = set()
+            for key_node, _ in node.value:
+                if not isinstance(key_node, yaml.ScalarNode):
+                    continue
+                key = self.construct_object(key_node, deep=deep)
+                if key in seen:
+                    raise yaml.MarkedYAMLError("while reading the document", None, f"duplicate key {str(key)[:80]!r}",
+                                               key_node.start_mark)
+                seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 def document_load(text: str | bytes) -> Any:
@@ -63,10 +77,23 @@ def _json_or_yaml(text: str) -> Any:
     """JSON is YAML, except for details such as tab indentation: JSON-looking text is read as JSON first."""
     if text.lstrip()[:1] in ("{", "["):
         try:
-            return json.loads(text)
+            return json.loads(text, object_pairs_hook=_unique_keys)
+        except _DuplicateKey as exc:
+            raise ConfigInvalid([problem("(document)", f"duplicate key {exc.args[0][:80]!r}")]) from None
         except ValueError:
             pass
     return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+
+
+class _DuplicateKey(Exception):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    data = dict(pairs)
+    if len(data) != len(pairs):
+        raise _DuplicateKey(next(k for i, (k, _) in enumerate(pairs) if k in dict(pairs[:i])))
+    return data
 
 
 def _too_deep(data: Any) -> bool:

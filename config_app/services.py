@@ -23,10 +23,15 @@ from config_app.sections import SECTIONS, SECTIONS_BY_NAME, Section, generic_cre
 from goclaw import crypto
 from goclaw.errors import ApplicationError
 from goclaw.events import publish
+from goclaw.generations import generation_caches_clear
 
 logger = logging.getLogger("goclaw.config")
 EVENTS_GROUP = "config"
 ENV_VAR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
+# goclaw's own settings and credentials are never a secret's source: `{env: GOCLAW_ENCRYPTION_KEY}` would hand the
+# platform's keys to a tool an agent runs (or a header it sends). Refused by name, case-insensitively.
+RESERVED_ENV_PREFIXES = ("GOCLAW_", "DJANGO_", "PG")
+RESERVED_ENV_NAMES = frozenset({"SECRET_KEY", "DATABASE_URL", "REDIS_URL"})
 _IMPORT_LOCK = 0x636F6E666967  # "config": one import at a time, so two plans never interleave
 _MISSING = object()
 # What a writer may raise for a bad entry: reported as a problem at the entry's path, never a traceback.
@@ -165,8 +170,10 @@ class _Import:
     """One import: walks the sections in dependency order, applies what differs, and records the plan and every
     problem. The caller owns the transaction (and rolls it back on problems or a dry run)."""
 
-    def __init__(self, sections: dict[str, list], options: dict[str, Any], *, prune: bool, actor):
+    def __init__(self, sections: dict[str, list], options: dict[str, Any], *, prune: bool, actor, dry_run: bool = False):
         self.sections, self.options, self.prune, self.actor = sections, options, prune, actor
+        # applying as a person who is not a superuser: each write also needs the admin's permission for it
+        self.checks_permissions = not dry_run and actor is not None and not getattr(actor, "is_superuser", False)
         self.problems: list[dict[str, str]] = []
         self.plan: dict[str, list] = {"created": [], "changed": [], "removed": []}
         self.keys: dict[str, dict[tuple, str]] = {}  # section -> key tuple -> label, of the document's entries
@@ -323,6 +330,9 @@ class _Import:
             if not isinstance(var, str) or not ENV_VAR_RE.fullmatch(var):
                 self.problems.append(problem(at, "env: the name of an environment variable"))
                 return _MISSING
+            if var.upper() in RESERVED_ENV_NAMES or var.upper().startswith(RESERVED_ENV_PREFIXES):
+                self.problems.append(problem(at, f"{var} is one of goclaw's own settings, never a secret's source"))
+                return _MISSING
             if var not in os.environ:
                 if current is not None:
                     return None  # the stored value is kept
@@ -348,12 +358,16 @@ class _Import:
         try:
             with transaction.atomic():
                 if obj is None:
+                    if not self._permitted(section, "add", path):
+                        return
                     written = (section.create or generic_create(section.model))(self.actor, values, changes)
                     self.plan["created"].append({"section": section.name, "key": label})
                 else:
                     changed = {name for name in section.all_fields if desired[name] != current[name]}
                     if not changed and not changes:
                         written = obj
+                    elif not self._permitted(section, "change", path):
+                        return
                     else:
                         written = (section.update or generic_update)(self.actor, obj, values, changed, changes)
                         fields = {name: {"old": current[name], "new": desired[name]} for name in sorted(changed)}
@@ -363,6 +377,16 @@ class _Import:
                 self._record_sources(section, label, written, sources)
         except _WRITE_ERRORS as exc:
             self.problems.extend(_problems_of(exc, path, section))
+
+    def _permitted(self, section: Section, action: str, path: str) -> bool:
+        """Whether the actor holds the admin's `action` permission on the section's model (a problem if not): the
+        apply_configuration permission opens the import, not every model behind it."""
+        opts = section.model._meta
+        perm = f"{opts.app_label}.{action}_{opts.model_name}"
+        if not self.checks_permissions or self.actor.has_perm(perm):
+            return True
+        self.problems.append(problem(path, f"you may not {action} {opts.verbose_name_plural} (needs the {perm} permission)"))
+        return False
 
     def _record_sources(self, section: Section, label: str, written: Any, sources: dict[str, str | None]) -> None:
         """Remember which secrets come from which variable, bound to the sealed column as it is now (None: the
@@ -386,6 +410,8 @@ class _Import:
             if tuple(current[k] for k in section.key) in wanted:
                 continue
             label = _label(section, current)
+            if not self._permitted(section, "delete", f"{section.name} ({label})"):
+                continue
             try:
                 with transaction.atomic():
                     (section.delete or generic_delete)(self.actor, obj)
@@ -401,7 +427,7 @@ def config_import(document: Any, *, dry_run: bool, prune: bool, actor) -> dict[s
     would be) created, changed field by field, and removed (only with `prune`, only in sections the document has).
     All or nothing: any problem raises ConfigInvalid listing every problem, and nothing changes."""
     sections, options = document_normalize(document)
-    run = _Import(sections, options, prune=prune, actor=actor)
+    run = _Import(sections, options, prune=prune, actor=actor, dry_run=dry_run)
     with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_IMPORT_LOCK])
@@ -415,6 +441,10 @@ def config_import(document: Any, *, dry_run: bool, prune: bool, actor) -> dict[s
             transaction.on_commit(lambda: logger.info("configuration imported by %s: %d created, %d changed, %d removed",
                                                       getattr(actor, "get_username", lambda: "system")(),
                                                       counts["created"], counts["changed"], counts["removed"]))
+    if run.problems or dry_run:
+        # The writers moved cache generations inside the rolled-back transaction: drop what this process may have
+        # cached under those never-committed counters.
+        generation_caches_clear()
     if run.problems:
         raise ConfigInvalid(run.problems)
     return {"applied": not dry_run, "dry_run": dry_run, **run.plan}

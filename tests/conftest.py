@@ -85,7 +85,7 @@ def _flushes(item) -> bool:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item, nextitem):
     result = yield
-    if _seeded and _flushes(item):
+    if _seeded and nextitem is not None and _flushes(item):  # after the last test the database is already gone
         from django.core import serializers
         from django.core.management.color import no_style
         from django.db import connection

@@ -41,6 +41,13 @@ def tool_execute(call: ToolCall, wait_seconds: float = 0, tools: ToolRegistry | 
         return approval_execute(approval_id=req.pk, agent=call.agent, arguments=call.arguments, tools=tools)
     if req.status == ApprovalStatus.PENDING:
         return outcome
+    return approval_refused_outcome(req, outcome)
+
+
+def approval_refused_outcome(req: ApprovalRequest, outcome: Outcome | None = None) -> Outcome:
+    """What the model is told when the person's wait ended without an approval (denied, expired, cancelled): the
+    pending `outcome` (its audit row kept) turned into a denial, or a new one."""
+    outcome = outcome or Outcome(status="denied", for_llm="")
     outcome.status, outcome.is_error = "denied", True
     outcome.for_llm = _WAIT_ENDED.get(req.status, f"approval {req.status}")
     outcome.extra = {"approval_id": str(req.pk), "approval_status": req.status}

@@ -27,6 +27,7 @@ from mcp_app.server import services  # noqa: E402
 from mcp_app.server.context import call_context, raw_context_from_headers  # noqa: E402
 from mcp_app.server.handlers import build_server, catalog_changed, catalog_fingerprint, in_thread  # noqa: E402
 from mcp_app.server.manager import RevivingSessionManager, json_answer, session_id_of  # noqa: E402
+from tools_app.services.agents import token_active  # noqa: E402
 
 logger = logging.getLogger("goclaw.mcp.server")
 PATH = "/mcp"
@@ -180,7 +181,7 @@ class MCPApplication:
         elif session is not None and scope["method"] == "GET":
             self.open_streams[session.session_id] += 1
             try:
-                await self.serve(scope, receive, send, session)
+                await self.stream(scope, receive, send, caller)
             finally:
                 self.open_streams[session.session_id] -= 1
                 if self.open_streams[session.session_id] <= 0:
@@ -206,6 +207,36 @@ class MCPApplication:
             logger.info("MCP request on a closing session: %s", exc)
             if not started:
                 await send_jsonrpc_error(send, 404, -32600, "Session not found")
+
+    async def stream(self, scope, receive, send, caller: services.Caller) -> None:
+        """The standalone GET stream, ended as soon as the token it was opened with stops granting access (revoked,
+        expired, agent disabled): a long-lived stream must not outlive its authorization."""
+        started = ended = False
+
+        async def watched_send(message):
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        async def end_with_token(cancel_scope: anyio.CancelScope) -> None:
+            nonlocal ended
+            while True:
+                await anyio.sleep(WATCH_SECONDS)
+                try:
+                    if await in_thread(token_active, caller.token.pk) is None:
+                        break
+                except Exception:  # the database is unavailable: fail closed, the client reconnects
+                    logger.exception("MCP stream token check failed")
+                    break
+            ended = True
+            cancel_scope.cancel()
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(end_with_token, tasks.cancel_scope)
+            await self.serve(scope, receive, watched_send, caller.session)
+            tasks.cancel_scope.cancel()
+        if ended and started:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def open_session(self, scope, receive, send, caller: services.Caller, message: dict | None) -> None:
         """A POST without a session id: when it is an initialize the SDK accepts, the session is recorded before

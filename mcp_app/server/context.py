@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from goclaw.errors import ValidationError
-from tools_app.api.serializers import _call_context, _Invalid
+from tools_app.api.serializers import call_context_parse
 from tools_app.calls import CallContext
 
 # The one mapping table: REST context field -> (HTTP header, `_meta` key). docs/mcp-server.md repeats it.
@@ -38,7 +37,4 @@ def call_context(*layers: dict[str, Any], request_id: str = "") -> CallContext:
     merged: dict[str, Any] = {}
     for layer in layers:
         merged.update(layer)
-    try:
-        return _call_context(merged).replace(request_id=request_id[:64])
-    except _Invalid as exc:
-        raise ValidationError("invalid call context", code="invalid_context", details=exc.detail) from None
+    return call_context_parse(merged).replace(request_id=request_id[:64])

@@ -3,6 +3,7 @@
 (token, session, header context) comes from the ASGI layer on the HTTP request's scope."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -15,6 +16,7 @@ import mcp_types as types
 from django.conf import settings
 from django.db import close_old_connections
 from mcp.server.lowlevel.server import NotificationOptions, Server
+from mcp.shared.exceptions import MCPError
 
 from goclaw.errors import ApplicationError
 from goclaw.generations import generation_cache
@@ -22,7 +24,7 @@ from mcp_app.server import services
 from mcp_app.server.context import call_context, raw_context_from_meta
 from tools_app.calls import CallContext, Outcome, ToolCall
 from tools_app.choices import ApprovalStatus
-from tools_app.execution import _WAIT_ENDED, approval_execute, tool_execute
+from tools_app.execution import approval_execute, approval_refused_outcome, tool_execute
 from tools_app.policy import POLICY_CACHE
 from tools_app.selectors import tool_catalog_for_agent
 from tools_app.services.approvals.requests import approval_wait
@@ -161,8 +163,7 @@ async def wait_for_decision(ctx, *, agent, approval_id, arguments, seconds: floa
         if req.status == ApprovalStatus.APPROVED:
             return await in_thread(_run_approved, req.pk, agent, arguments)
         if req.status != ApprovalStatus.PENDING:
-            return Outcome(status="denied", for_llm=_WAIT_ENDED.get(req.status, f"approval {req.status}"), is_error=True,
-                           extra={"approval_id": str(req.pk), "approval_status": req.status})
+            return approval_refused_outcome(req)
         if remaining <= WAIT_SLICE_SECONDS:
             return None
 
@@ -221,8 +222,23 @@ class GoclawMCPServer(Server):
                                                      experimental_capabilities, extensions)
 
 
+def contained(handler):
+    """`handler` with its unexpected failures logged and answered by a generic JSON-RPC internal error: the SDK
+    would send the exception's own text (internal names, SQL, paths) to the client."""
+    @functools.wraps(handler)
+    async def run(ctx, params):
+        try:
+            return await handler(ctx, params)
+        except MCPError:
+            raise
+        except Exception:
+            logger.exception("MCP %s failed", handler.__name__)
+            raise MCPError(code=types.INTERNAL_ERROR, message="internal error (logged on the server)") from None
+    return run
+
+
 def build_server() -> GoclawMCPServer:
     """The SDK server goclaw's session manager runs."""
-    return GoclawMCPServer("goclaw", version="1", on_list_tools=list_tools, on_call_tool=call_tool,
+    return GoclawMCPServer("goclaw", version="1", on_list_tools=contained(list_tools), on_call_tool=contained(call_tool),
                            instructions="goclaw: this agent's governed tools. Calls a person must approve may answer "
                                         f"with an approval id; resume them with {WAIT_TOOL}.")

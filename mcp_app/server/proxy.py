@@ -9,6 +9,7 @@ import logging
 from django.conf import settings
 from django.http import StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 
 from goclaw.api import error_response
 
@@ -35,11 +36,15 @@ def mcp_proxy(request):
     if request.method not in ("POST", "DELETE"):
         return error_response(405, "method_not_allowed", "this port answers MCP POST and DELETE only; open the "
                               f"standalone stream on the MCP port ({settings.MCP_PORT})", headers={"Allow": "POST, DELETE"})
+    # the MCP port's limit, not Django's form-sized one (which would answer an HTML 400); read without holding more
+    body = request.read(DEFAULT_MAX_REQUEST_BODY_SIZE + 1)
+    if len(body) > DEFAULT_MAX_REQUEST_BODY_SIZE:
+        return error_response(413, "request_too_large", "request body is too large")
     upstream = http.client.HTTPConnection(_upstream_host(), settings.MCP_PORT, timeout=settings.MCP_APPROVAL_WAIT + 3700)
     try:
-        upstream.request(request.method, "/mcp", body=request.body, headers=_headers(request))
+        upstream.request(request.method, "/mcp", body=body, headers=_headers(request))
         answer = upstream.getresponse()
-    except OSError as exc:
+    except (OSError, http.client.HTTPException) as exc:  # down, or answering something that is not HTTP
         upstream.close()
         logger.error("MCP server unreachable on port %s: %s", settings.MCP_PORT, exc)
         return error_response(503, "mcp_unavailable", "the MCP server is not reachable; retry later", headers={"Retry-After": "5"})

@@ -13,7 +13,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from goclaw import crypto
-from goclaw.db import pg_json
+from goclaw.db import pg_json, pg_text
 from goclaw.errors import Gone, NotFound
 from goclaw.generations import generation_bump, generation_cache
 from mcp_app.models import MCPApprovalResume, MCPServerSession
@@ -83,8 +83,14 @@ def session_open(*, session_id: str, token: AgentToken, context: dict, protocol_
     now = timezone.now()
     return MCPServerSession.objects.create(
         session_id=session_id, agent_id=token.agent_id, token=token, context=pg_json(context),
-        protocol_version=protocol_version[:32], client_info=pg_json(client_info if isinstance(client_info, dict) else {}),
-        last_seen_at=now)
+        protocol_version=protocol_version[:32], client_info=_client_info(client_info), last_seen_at=now)
+
+
+def _client_info(raw: Any) -> dict[str, str]:
+    """What the client says it is, for people reading sessions: a few short strings, never a client-sized blob
+    (initialize bodies may be megabytes, and every agent may open many sessions)."""
+    fields = raw if isinstance(raw, dict) else {}
+    return {name: pg_text(fields[name])[:200] for name in ("name", "title", "version") if isinstance(fields.get(name), str)}
 
 
 @transaction.atomic

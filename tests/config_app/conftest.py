@@ -94,3 +94,13 @@ def secret_env(monkeypatch):
     for name, value in SECRET_VALUES.items():
         monkeypatch.setenv(name, value)
     return SECRET_VALUES
+
+
+@pytest.fixture
+def superuser_api(db, django_user_model):
+    from rest_framework.test import APIClient
+
+    user = django_user_model.objects.create_user("root", password="pw-root-123", is_staff=True, is_superuser=True)
+    client = APIClient()
+    client.force_login(user)
+    return client

@@ -79,16 +79,6 @@ def test_config_import_exits_with_status_1_on_a_broken_document(tmp_path):
 
 
 # --- API -------------------------------------------------------------------------------------------------------------
-@pytest.fixture
-def superuser_api(db, django_user_model):
-    from rest_framework.test import APIClient
-
-    user = django_user_model.objects.create_user("root", password="pw-root-123", is_staff=True, is_superuser=True)
-    client = APIClient()
-    client.force_login(user)
-    return client
-
-
 def test_staff_export_yaml_by_default_and_json_on_request(rich, staff_api):
     response = staff_api.get("/api/v1/config/export")
     assert response.status_code == 200 and response["Content-Type"].startswith("application/yaml")

@@ -209,6 +209,15 @@ def _call_context(raw) -> CallContext:
     return CallContext(**values)
 
 
+def call_context_parse(raw) -> CallContext:
+    """A `context` object checked by the REST rules (the MCP endpoint's headers and `_meta` use the same):
+    ValidationError (code invalid_context) names the offending fields."""
+    try:
+        return _call_context(raw)
+    except _Invalid as exc:
+        raise ValidationError("invalid call context", code="invalid_context", details=exc.detail) from None
+
+
 def _tool_name(value) -> str:
     if value is None:
         raise _Invalid("This field is required.")
