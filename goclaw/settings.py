@@ -282,7 +282,7 @@ MEMORY_EMBEDDER_THREADS = env_int("GOCLAW_MEMORY_EMBEDDER_THREADS", min(4, max(1
 MEMORY_VECTOR_WEIGHT = float(env_str("GOCLAW_MEMORY_VECTOR_WEIGHT", "0.7"))
 MEMORY_TEXT_WEIGHT = float(env_str("GOCLAW_MEMORY_TEXT_WEIGHT", "0.3"))
 MEMORY_PERSONAL_BOOST = float(env_str("GOCLAW_MEMORY_PERSONAL_BOOST", "1.2"))
-MEMORY_HNSW_EF_SEARCH = env_int("GOCLAW_MEMORY_HNSW_EF_SEARCH", 100, minimum=10, maximum=1000)
+MEMORY_HNSW_EF_SEARCH = env_int("GOCLAW_MEMORY_HNSW_EF_SEARCH", 140, minimum=10, maximum=1000)
 MEMORY_TEXT_CANDIDATES = env_int("GOCLAW_MEMORY_TEXT_CANDIDATES", 100, minimum=20)
 # Outside a transaction, run the vector side on a second (persistent) connection while the text side runs. Off:
 # on 2 busy shared cores it measured no faster (bench_memory's end_to_end_alternating); try it where cores are idle.

@@ -225,7 +225,7 @@ def vector_side(agent_id: int, user: str | None, path_prefix: str, vector: list[
     where, params = _scope_sql(agent_id, user, path_prefix)
     columns, column_params = _row_sql(agent_id, user, "v")
     literal = "[" + ",".join(repr(float(x)) for x in vector) + "]"
-    ef = int(getattr(settings, "MEMORY_HNSW_EF_SEARCH", 100))
+    ef = int(getattr(settings, "MEMORY_HNSW_EF_SEARCH", 140))
     with connection.cursor() as cursor:
         _hnsw_settings(cursor, max(ef, limit))
         # ORDER BY the distance column itself (the index orders by it; the vector is sent and parsed once); the
