@@ -13,7 +13,7 @@ from tests.factories import make_agent
 from tools_app import pipeline
 from tools_app.calls import ToolCall
 from tools_app.context_files import (ContextFileRefused, context_file_provider_register,
-                                     context_file_provider_unregister, context_file_router)
+                                     context_file_router)
 from tools_app.models import Agent
 from tools_app.models.context_files import (CONTEXT_FILE_NAMES, AgentContextFile, ContextFileVersion,
                                             UserContextFile)
@@ -261,16 +261,15 @@ def test_every_write_is_versioned_with_who_the_previous_hash_and_a_diff_and_a_re
     assert ContextFileVersion.objects.filter(agent=agent, name="SOUL.md").count() == 5
 
 
-def test_context_file_providers_reject_stored_names_and_replace_by_name(agents):
+def test_context_file_providers_reject_stored_names_and_replace_by_name(agents, monkeypatch):
+    from tools_app import selectors_context
+
+    # the apps' own providers (teams_app's TEAM.md, …) come back after the test
+    monkeypatch.setattr(selectors_context, "_providers", ())
     for bad in ("SOUL.md", "", "team/TEAM.md"):
         with pytest.raises(ValueError):
             context_file_provider_register(bad, lambda agent, user_id: "x")
-    try:
-        context_file_provider_register("TEAM.md", lambda agent, user_id: "one")
-        context_file_provider_register("TEAM.md", lambda agent, user_id: "two")
-        from tools_app.selectors_context import agent_context_for
-
-        files = agent_context_for(agents["open"], USER).files
-        assert [(f.name, f.content, f.source) for f in files] == [("TEAM.md", "two", "generated")]
-    finally:
-        context_file_provider_unregister("TEAM.md")
+    context_file_provider_register("TEAM.md", lambda agent, user_id: "one")
+    context_file_provider_register("TEAM.md", lambda agent, user_id: "two")
+    files = selectors_context.agent_context_for(agents["open"], USER).files
+    assert [(f.name, f.content, f.source) for f in files] == [("TEAM.md", "two", "generated")]

@@ -7,7 +7,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from tests.factories import make_agent
-from tools_app.context_files import context_file_provider_register, context_file_provider_unregister
+from tools_app.context_files import context_file_provider_register
 from tools_app.models.context_files import AgentContextFile, ContextFileVersion, UserContextFile
 from tools_app.services.agents import token_issue
 from tools_app.services.context_files import ContextActor, context_file_write
@@ -35,12 +35,15 @@ def generated():
     def broken(agent, user_id):
         raise RuntimeError("teams are down")
 
+    from tools_app import selectors_context
+
+    saved = selectors_context._providers  # the apps' own providers (teams_app's TEAM.md, …) come back after
+    selectors_context._providers = ()
     context_file_provider_register("TEAM.md", team)
     context_file_provider_register("EMPTY.md", lambda agent, user_id: "  \n")
     context_file_provider_register("BROKEN.md", broken)
     yield
-    for name in ("TEAM.md", "EMPTY.md", "BROKEN.md"):
-        context_file_provider_unregister(name)
+    selectors_context._providers = saved
 
 
 def test_the_context_merges_user_files_over_agent_files_skips_empty_ones_and_adds_generated_files(generated):

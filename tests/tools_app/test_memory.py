@@ -322,7 +322,8 @@ def test_the_vector_search_settings_hold_on_every_connection_and_after_a_rolled_
     agent = make_agent()
     memory_document_write(agent=agent, user_id=None, path="memory/pets.md", content=CORPUS["memory/pets.md"])
     search(agent, "", "feeding the cat")
-    assert _hnsw_settings_now() == ("100", "strict_order")
+    default = str(settings.MEMORY_HNSW_EF_SEARCH)
+    assert _hnsw_settings_now() == (default, "strict_order")
     settings.MEMORY_HNSW_EF_SEARCH = 150
     try:
         with transaction.atomic():
@@ -331,7 +332,7 @@ def test_the_vector_search_settings_hold_on_every_connection_and_after_a_rolled_
             raise RuntimeError("roll back")
     except RuntimeError:
         pass
-    assert _hnsw_settings_now() == ("100", "strict_order")  # a setting made inside the transaction went with it
+    assert _hnsw_settings_now() == (default, "strict_order")  # a setting made inside the transaction went with it
     search(agent, "", "feeding the cat")
     assert _hnsw_settings_now() == ("150", "strict_order")
     connection.close()
