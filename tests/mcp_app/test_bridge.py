@@ -182,8 +182,9 @@ def test_the_bridge_reconnects_after_the_server_is_killed_and_restarted(mcp_serv
 
     assert up["ok"] is True and up["attempts"] == 0
     assert bridge_call_tool(config, "echo", {"text": "after"}).text == "after"
-    listed_again = [tools for cfg, tools in bridge_events.listings if cfg.server_id == 41]
-    assert len(listed_again) >= 2  # the first connect's listing and the reconnect's
+    # the first connect's listing and the reconnect's (listeners hear of a listing after the call that caused it)
+    wait_until(lambda: len([tools for cfg, tools in bridge_events.listings if cfg.server_id == 41]) >= 2,
+               message="the reconnect's listing")
 
 
 def test_after_the_last_attempt_calls_fail_fast_until_someone_reconnects_by_hand(mcp_server, bridge_events,

@@ -340,5 +340,6 @@ def test_agent_exec_timeout_setting_is_validated_and_applied(tmp_path):
     with pytest.raises(ValidationError):
         make_agent(other_config={"exec_timeout_seconds": 0})
     agent = make_agent(other_config={"exec_timeout_seconds": 1})
-    outcome = pipeline.execute(call(agent, "exec", {"command": "sleep 5; echo never"}))
+    # `&&`: "never" appears only if the sleep ran its 5 s (a shell may outlive its killed child by the grace period)
+    outcome = pipeline.execute(call(agent, "exec", {"command": "sleep 5 && echo never"}))
     assert outcome.status == "error" and "never" not in outcome.for_llm and "timed out after 1" in outcome.for_llm
