@@ -83,6 +83,7 @@ INSTALLED_APPS = [
     "mcp_app",
     "teams_app",
     "config_app",
+    "console_app",
 ]
 
 MIDDLEWARE = [
@@ -113,6 +114,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "goclaw.context_processors.goclaw",
+                "console_app.context_processors.console",
             ]
         },
     }
@@ -292,6 +294,10 @@ MEMORY_CHUNK_OVERLAP_CHARS = env_int("GOCLAW_MEMORY_CHUNK_OVERLAP_CHARS", 200, m
 
 # /healthz reuses one round of probes for this long (a burst of probes must not stall the request threads).
 HEALTH_CACHE_SECONDS = 0.0 if TESTING else float(env_int("GOCLAW_HEALTH_CACHE_SECONDS", 2, minimum=0, maximum=60))
+
+# --- Operator console (docs/console.md) --------------------------------------------------------------
+# Audit rows (ToolInvocation) older than this many days are purged by a scheduled job (0 = keep forever).
+AUDIT_RETENTION_DAYS = env_int("GOCLAW_AUDIT_RETENTION_DAYS", 90, minimum=0, maximum=36500)
 
 # --- Logging -----------------------------------------------------------------------------------------
 LOG_LEVEL = env_choice("GOCLAW_LOG_LEVEL", "info", ("debug", "info", "warning", "error")).upper()

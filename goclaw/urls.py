@@ -6,6 +6,7 @@ from goclaw import views
 
 urlpatterns = [
     path("admin/config/", include("config_app.urls")),  # before admin/: the admin's catch-all would answer it
+    path("admin/console/", include("console_app.urls")),  # likewise before admin/
     path("admin/", admin.site.urls),
     path("healthz", views.healthz, name="healthz"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

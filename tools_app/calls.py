@@ -22,6 +22,9 @@ class CallContext:
     subagent_depth: int = 0
     request_allow: tuple[str, ...] | None = None  # per-request allow list (tool names or group:x); None = no list
     request_id: str = ""
+    # The person who ran the call on the agent's behalf ("staff:<username>", e.g. from the admin playground); ""
+    # when the agent itself called. Never taken from an agent's request: the API's context fields omit it.
+    actor: str = ""
 
     def __post_init__(self) -> None:
         if self.request_allow is not None and not isinstance(self.request_allow, tuple):

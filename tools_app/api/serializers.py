@@ -177,7 +177,8 @@ CALL_CONTEXT_FIELDS: dict[str, tuple[str, BodyField]] = {
     "subagent_depth": ("subagent_depth", _integer(0, 16, 0)),
     "allow": ("request_allow", _name_list(200, "per-request allow list: the catalog is intersected with these names/groups")),
 }
-if {attr for attr, _ in CALL_CONTEXT_FIELDS.values()} != CONTEXT_FIELDS - {"request_id"}:
+# request_id is the platform's; actor names the person behind a console run and is never caller-set.
+if {attr for attr, _ in CALL_CONTEXT_FIELDS.values()} != CONTEXT_FIELDS - {"request_id", "actor"}:
     raise ImproperlyConfigured("CALL_CONTEXT_FIELDS must declare every caller-set field of tools_app.calls.CallContext")
 
 CALL_CONTEXT_SCHEMA = {

@@ -27,6 +27,8 @@ class ToolInvocation(models.Model):
     error = models.TextField(blank=True)
     output_id = models.UUIDField(null=True, blank=True)
     request_id = models.CharField(max_length=64, blank=True)
+    # The person who ran the call as the agent ("staff:<username>"); blank when the agent itself called.
+    actor = models.CharField(max_length=160, blank=True)
     # Where the call's processes ran: "bubblewrap" / "docker", or "host" for a profile with the sandbox off.
     sandbox_backend = models.CharField(max_length=16, blank=True)
     sandbox_profile = models.CharField(max_length=64, blank=True)

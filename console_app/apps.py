@@ -1,0 +1,11 @@
+from django.apps import AppConfig
+
+
+class ConsoleAppConfig(AppConfig):
+    """The operator's console: dashboard (the admin home), tool playground and audit search. It sits on top of every
+    other app (none of them imports it); its pages live under /admin/console/ with the admin's look and login."""
+
+    default_auto_field = "django.db.models.BigAutoField"
+    name = "console_app"
+    verbose_name = "Operator console"
+

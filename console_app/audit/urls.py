@@ -1,0 +1,2 @@
+"""URLs of the console's audit pages."""
+urlpatterns: list = []

@@ -1,0 +1,2 @@
+"""URLs of the console's dashboard pages."""
+urlpatterns: list = []

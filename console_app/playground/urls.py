@@ -1,0 +1,2 @@
+"""URLs of the console's playground pages."""
+urlpatterns: list = []
