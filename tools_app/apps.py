@@ -48,6 +48,8 @@ def _contribute_to_platform() -> None:
 
     schedule_register("tools rate-limit cleanup", "tools_app.tasks.cleanup_rate_limits", "*/10 * * * *")
     schedule_register("tools approvals expiry sweep", "tools_app.tasks.sweep_expired_approvals", "* * * * * */30")
+    schedule_register("tools audit retention purge", "tools_app.tasks.purge_expired_audit", "17 * * * *")
+    schedule_register("tools approval notifications", "tools_app.tasks.send_approval_notifications", "* * * * * */15")
     websocket_authenticator_register(authenticate=token_authenticate, active=token_active)
     for pattern in (r"approvals", r"invocations", r"agent\.[a-z0-9_-]{1,64}"):
         websocket_staff_group_register(pattern)

@@ -23,3 +23,17 @@ def cleanup_rate_limits() -> int:
 def sweep_expired_approvals() -> int:
     """Mark overdue approval requests expired (deadlines are also enforced at decision and execution)."""
     return approval_sweep_expired()
+
+
+def purge_expired_audit() -> dict:
+    """Delete audit rows older than GOCLAW_AUDIT_RETENTION_DAYS (docs/audit-search.md); returns what it removed."""
+    from tools_app.services.audit import audit_purge_expired
+
+    return audit_purge_expired()
+
+
+def send_approval_notifications() -> int:
+    """Send the approval notifications that are due (new, or retrying after a failure); returns how many were sent."""
+    from tools_app.services.notifications import notification_deliveries_send_due
+
+    return notification_deliveries_send_due()
