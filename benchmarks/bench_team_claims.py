@@ -37,7 +37,7 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from _common import BENCH_DATA, django_setup, percentile, summary_ms, write_result
+from _common import BENCH_DATA, django_setup, summary_ms, write_result
 
 TEAM = "bench-claims"
 PROFILE_TEAM = "bench-claims-profile"
@@ -50,7 +50,8 @@ EMPTY_RECHECKS = 50  # a worker told "nothing to claim" while pending tasks rema
 
 # --- workers -----------------------------------------------------------------------------------------------------
 
-def worker(index: int, team_id: int, agent_key: str, barrier, results, may_exit, sync_commit: str) -> None:
+def worker(index: int, team_id: int, agent_key: str, barrier, results, may_exit, sync_commit: str,
+           batch: int) -> None:
     """One member agent in its own process: set up, wait for the release, claim and complete until nothing is left,
     report (task ids, latencies, CPU), then keep the connection open until the parent has read the server's CPU."""
     import django
@@ -62,10 +63,10 @@ def worker(index: int, team_id: int, agent_key: str, barrier, results, may_exit,
     from teams_app.actors import Actor
     from teams_app.choices import TaskStatus
     from teams_app.models import Team, TeamTask
-    from teams_app.services.tasks import task_claim, task_complete
+    from teams_app.services.tasks import task_claim, task_claim_many, task_complete, task_complete_many
     from tools_app.models import Agent
 
-    report: dict = {"index": index, "agent": agent_key, "claims": [], "claim_s": [], "complete_s": [],
+    report: dict = {"index": index, "agent": agent_key, "claims": [], "claim_s": [], "complete_s": [], "completed": 0,
                     "errors": Counter(), "empty_rechecks": 0, "error_samples": []}
     try:
         agent = Agent.objects.get(key=agent_key)
@@ -94,14 +95,15 @@ def worker(index: int, team_id: int, agent_key: str, barrier, results, may_exit,
     while pending_left:
         t0 = time.perf_counter()
         try:
-            task = task_claim(actor=actor, team=team)
+            tasks = (task_claim_many(actor=actor, team=team, count=batch) if batch > 1
+                     else [task_claim(actor=actor, team=team)])
         except ApplicationError as exc:
-            task = None
+            tasks = []
             claim_error = exc
         else:
             claim_error = None
         t1 = time.perf_counter()
-        if task is None:
+        if not tasks:
             # Nothing claimable: done, unless pending tasks remain (then the claim lost a race it should not lose).
             if not TeamTask.objects.filter(team=team, status=TaskStatus.PENDING).exists():
                 break
@@ -112,16 +114,24 @@ def worker(index: int, team_id: int, agent_key: str, barrier, results, may_exit,
                     report["error_samples"].append(f"claim: {claim_error.message}")
             pending_left = report["empty_rechecks"] < EMPTY_RECHECKS
             continue
-        report["claims"].append(task.pk)
+        report["claims"].extend(task.pk for task in tasks)
         report["claim_s"].append(t1 - t0)
         t2 = time.perf_counter()
-        try:
-            task_complete(actor=actor, task=task, result=f"done by {agent_key}")
-        except ApplicationError as exc:
-            report["errors"][f"complete:{exc.code}"] += 1
-            if len(report["error_samples"]) < 5:
-                report["error_samples"].append(f"complete {task.pk}: {exc.message}")
-            continue
+        result = f"done by {agent_key}"
+        if batch > 1:
+            answers = task_complete_many(actor=actor, results=[(task, result) for task in tasks])
+        else:
+            try:
+                answers = [task_complete(actor=actor, task=tasks[0], result=result)]
+            except ApplicationError as exc:
+                answers = [exc]
+        for task, answer in zip(tasks, answers):
+            if isinstance(answer, ApplicationError):
+                report["errors"][f"complete:{answer.code}"] += 1
+                if len(report["error_samples"]) < 5:
+                    report["error_samples"].append(f"complete {task.pk}: {answer.message}")
+            else:
+                report["completed"] += 1
         report["complete_s"].append(time.perf_counter() - t2)
     report["started"], report["finished"] = started, time.monotonic()
     report["cpu_s"] = time.process_time() - cpu0  # with the event sender thread
@@ -240,12 +250,12 @@ def fill(team, n: int, through_service: int) -> dict:
 
 # --- the concurrent run ---------------------------------------------------------------------------------------
 
-def run_workers(team, members, sync_commit: str) -> tuple[list[dict], dict]:
+def run_workers(team, members, sync_commit: str, batch: int) -> tuple[list[dict], dict]:
     ctx = mp.get_context("spawn")
     barrier = ctx.Barrier(len(members) + 1)
     results = ctx.Queue()
     may_exit = ctx.Event()
-    procs = [ctx.Process(target=worker, args=(i, team.pk, m.key, barrier, results, may_exit, sync_commit),
+    procs = [ctx.Process(target=worker, args=(i, team.pk, m.key, barrier, results, may_exit, sync_commit, batch),
                          name=f"claims-worker-{i}") for i, m in enumerate(members)]
     for p in procs:
         p.start()
@@ -483,13 +493,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=10_000)
     parser.add_argument("--workers", type=int, default=16)
+    parser.add_argument("--batch", type=int, default=10,
+                        help="tasks per claim and per complete call in the batch run (a single-task run goes first)")
     parser.add_argument("--profile-cycles", type=int, default=400, help="claim+complete cycles profiled (0: none)")
     parser.add_argument("--synchronous-commit", choices=("on", "off"), default="on",
                         help="diagnostic only: the workers' sessions with synchronous_commit off (no WAL flush wait)")
     parser.add_argument("--no-write", action="store_true", help="print the result without writing results/*.json")
     args = parser.parse_args()
-    if args.tasks < 1 or args.workers < 1:
-        sys.exit("--tasks and --workers must be positive")
+    if args.tasks < 1 or args.workers < 1 or not 1 <= args.batch <= 50:
+        sys.exit("--tasks and --workers must be positive, --batch from 1 to 50")
 
     django_setup()
     from django.conf import settings
@@ -497,19 +509,66 @@ def main() -> None:
 
     calibration_before = cpu_calibration_ms()
     lead, members = agents(args.workers)
+    runs = {}
+    for batch in dict.fromkeys([1, args.batch]):
+        mode = "single" if batch == 1 else f"batch_{batch}"
+        print(f"{mode}: {args.tasks} tasks, {args.workers} workers…", flush=True)
+        runs[mode] = measure(lead, members, args, batch)
+        connection.close()
+    profiled = None
+    if args.profile_cycles:
+        print("profiling one process alone…", flush=True)
+        profiled = profile(lead, members[0], args.profile_cycles)
+
+    headline = runs[f"batch_{args.batch}" if args.batch > 1 else "single"]
+    proof_ok = all(run["proof"]["ok"] for run in runs.values())
+    rate = headline["claims_per_second"]
+    result = {
+        "tasks": args.tasks, "workers": args.workers, "batch": args.batch,
+        "claims_per_second": rate, "single_task_claims_per_second": runs["single"]["claims_per_second"],
+        "target_claims_per_second": TARGET_CLAIMS_PER_SECOND, "met": rate >= TARGET_CLAIMS_PER_SECOND and proof_ok,
+        "double_claims": sum(run["double_claims"] for run in runs.values()),
+        "note": "claims_per_second is the run where each worker claims up to `batch` tasks per call (task_claim_many: "
+                "each task claimed as by task_claim, with its own lock and claimed event) and completes them in one "
+                "call (task_complete_many); single_task_claims_per_second is one task per claim and per complete",
+        "runs": runs,
+        "synchronous_commit": args.synchronous_commit,
+        "events": {"delivery": settings.EVENTS_DELIVERY, "channel_layer": settings.CHANNEL_LAYERS["default"]["BACKEND"]},
+        "machine_cores": os.cpu_count(),
+        "cpu_calibration_ms": {"before": calibration_before, "after": cpu_calibration_ms()},
+        "profile": profiled,
+    }
+    for mode, run in runs.items():
+        print(f"{mode}: {run['claims']} claims by {args.workers} workers in {run['seconds']:.2f}s: "
+              f"{run['claims_per_second']:.1f} claims/s, double claims {run['double_claims']}, proof "
+              f"{'ok' if run['proof']['ok'] else 'FAILED'}", flush=True)
+    print(f"headline {rate:.1f} claims/s (target {TARGET_CLAIMS_PER_SECOND})", flush=True)
+    if args.no_write:
+        import json
+
+        print(json.dumps(result, indent=2))
+    else:
+        write_result("team_claims", result)
+    if not proof_ok:
+        sys.exit(f"double claims or lost tasks: {[run['proof'] for run in runs.values()]}")
+
+
+def measure(lead, members, args, batch: int) -> dict:
+    """One run: a fresh board of args.tasks tasks, the workers claiming (`batch` per call) and completing until it
+    is empty, the proof on the database, CPU per cycle."""
+    from django.db import connection
+
     team = fresh_team(TEAM, lead, members)
     setup = fill(team, args.tasks, SERVICE_CREATED)
-    print(f"set-up: {setup}", flush=True)
     connection.close()  # the parent holds no connection while the workers run
-
-    reports, timing = run_workers(team, members, args.synchronous_commit)
+    reports, timing = run_workers(team, members, args.synchronous_commit, batch)
     failed = [r for r in reports if "setup_error" in r]
     if failed or len(reports) < args.workers:
         sys.exit(f"workers failed: {[r.get('setup_error') for r in failed]}; {len(reports)}/{args.workers} reported")
 
     seconds = max(r["finished"] for r in reports) - min(r["started"] for r in reports)
     claims = sum(len(r["claims"]) for r in reports)
-    completions = sum(len(r["complete_s"]) for r in reports)
+    completions = sum(r["completed"] for r in reports)
     proof = prove(team, reports, args.tasks)
     client_cpu = sum(r["cpu_s"] for r in reports)
     pg = timing["postgres_cpu"]
@@ -526,56 +585,29 @@ def main() -> None:
                 "ms_per_cycle_postgres_others": round(pg["others"] * per_cycle, 3),
                 "ms_per_cycle_total": round(total * per_cycle, 3),
                 "ceiling_cycles_per_second_on_this_machine": round((os.cpu_count() or 1) / (total / max(1, claims)), 1),
-                "note": "CPU from the release to the last report; a cycle = one claim + one complete; ceiling = "
+                "note": "CPU from the release to the last report; a cycle = one task claimed and completed; ceiling = "
                         "cores / CPU seconds per cycle (what the figure could reach with the machine to itself)"}
-    profiled = None
-    if args.profile_cycles:
-        connection.close()
-        print("profiling one process alone…", flush=True)
-        profiled = profile(lead, members[0], args.profile_cycles)
-
     rate = claims / seconds if seconds > 0 else 0.0
     all_claim_s = [s for r in reports for s in r["claim_s"]]
     all_complete_s = [s for r in reports for s in r["complete_s"]]
     per_worker = sorted(len(r["claims"]) for r in reports)
-    result = {
-        "tasks": args.tasks, "workers": args.workers, "seconds": round(seconds, 3),
-        "claims": claims, "completions": completions,
+    return {
+        "batch": batch, "seconds": round(seconds, 3), "claims": claims, "completions": completions,
         "claims_per_second": round(rate, 1), "completions_per_second": round(completions / seconds, 1),
-        "target_claims_per_second": TARGET_CLAIMS_PER_SECOND, "met": rate >= TARGET_CLAIMS_PER_SECOND and proof["ok"],
         "double_claims": proof["double_claims"], "proof": proof,
-        "claim_latency": summary_ms(all_claim_s) if all_claim_s else None,
-        "complete_latency": summary_ms(all_complete_s) if all_complete_s else None,
+        "claim_call_latency": summary_ms(all_claim_s) if all_claim_s else None,
+        "complete_call_latency": summary_ms(all_complete_s) if all_complete_s else None,
         "claims_per_worker": {"min": per_worker[0], "median": per_worker[len(per_worker) // 2],
                               "max": per_worker[-1]},
         "worker_errors": dict(sum((Counter(r["errors"]) for r in reports), Counter())),
         "worker_error_samples": [s for r in reports for s in r["error_samples"]][:10],
         "empty_rechecks": sum(r["empty_rechecks"] for r in reports),
         "release_to_results_collected_s": round(timing["collected"] - timing["released"], 3),
-        "cpu": cpu, "synchronous_commit": args.synchronous_commit,
-        "events": {"delivery": settings.EVENTS_DELIVERY, "channel_layer": settings.CHANNEL_LAYERS["default"]["BACKEND"]},
-        "machine_cores": os.cpu_count(),
-        "cpu_calibration_ms": {"before": calibration_before, "after": cpu_calibration_ms()},
-        "loadavg_at_release": timing["loadavg_at_release"],
-        "loadavg_at_end": timing["loadavg_at_end"],
+        "cpu": cpu,
+        "loadavg_at_release": timing["loadavg_at_release"], "loadavg_at_end": timing["loadavg_at_end"],
         "set_up": setup | {"note": "not measured: tasks after the first through task_create are bulk-inserted with "
                                    "consecutive numbers and task_counter set (no `created` events for them)"},
-        "latency_percentiles_ms": {"claim_p50": round(percentile([s * 1000 for s in all_claim_s], 50), 3),
-                                   "claim_p99": round(percentile([s * 1000 for s in all_claim_s], 99), 3)}
-        if all_claim_s else None,
-        "profile": profiled,
     }
-    print(f"{claims} claims by {args.workers} workers in {seconds:.2f}s: {rate:.1f} claims/s (target "
-          f"{TARGET_CLAIMS_PER_SECOND}), double claims {proof['double_claims']}, proof {'ok' if proof['ok'] else 'FAILED'}",
-          flush=True)
-    if args.no_write:
-        import json
-
-        print(json.dumps(result, indent=2))
-    else:
-        write_result("team_claims", result)
-    if not proof["ok"]:
-        sys.exit(f"double claims or lost tasks: {proof}")
 
 
 if __name__ == "__main__":

@@ -166,9 +166,10 @@ class TeamTasksTool(Tool):
         "Your team's task board. Tasks are named T-001, T-002, … Actions: "
         "create {subject, description?, priority?, assignee?, blocked_by?} (lead; without assignee any member may "
         "claim it; blocked_by holds it until those tasks complete) · list {status?} · get {task_id} · "
-        "search {query} · claim {task_id?} (members; without task_id: the best open task) · "
+        "search {query} · claim {task_id?, count?} (members; without task_id: the best open task, or the best count "
+        "of them) · "
         "progress {task_id, percent, step?} · review {task_id, result?} (submit for approval) · "
-        "complete {task_id, result} · approve {task_id, text?} / reject {task_id, text} (lead or reviewer) · "
+        "complete {task_id, result} or {results: [{task_id, result}, …]} · approve {task_id, text?} / reject {task_id, text} (lead or reviewer) · "
         "comment {task_id, text, kind: note|blocker} (a blocker fails the task and tells the lead) · "
         "attach {task_id, path} (a file in your workspace) · ask_user {task_id, text} · "
         "assign {task_id, assignee} / cancel {task_id, text?} / update {task_id, …} / retry {task_id} (lead). "
@@ -187,6 +188,13 @@ class TeamTasksTool(Tool):
                            "description": "Tasks that must complete first."},
             "assignee": _AGENT_KEY,
             "result": {"type": "string", "maxLength": RESULT_MAX, "description": "What was done (complete, review)."},
+            "count": {"type": "integer", "minimum": 1, "maximum": svc.CLAIM_BATCH_MAX,
+                      "description": "claim: take up to this many of the best open tasks at once."},
+            "results": {"type": "array", "minItems": 1, "maxItems": svc.COMPLETE_BATCH_MAX,
+                        "description": "complete several tasks at once, each with its result.",
+                        "items": {"type": "object", "required": ["task_id", "result"], "additionalProperties": False,
+                                  "properties": {"task_id": _TASK_ID,
+                                                 "result": {"type": "string", "maxLength": RESULT_MAX}}}},
             "text": {"type": "string", "maxLength": TEXT_MAX,
                      "description": "comment text, reject feedback, cancel reason, ask_user question, approve or "
                                     "attach note."},
@@ -271,16 +279,45 @@ class TeamTasksTool(Tool):
         return _answer({"ok": True, "action": "get", "task": task_as_dict(task, detail=True)})
 
     def _claim(self, ctx, agent, actor, team, args) -> ToolResult:
+        count = _int(args, "count", 1, svc.CLAIM_BATCH_MAX)
+        if count is not None:
+            if args.get("task_id"):
+                raise ToolError("claim takes task_id (that task) or count (the best open tasks), not both")
+            tasks = _call(svc.task_claim_many, actor=actor, team=team, count=count)
+            return _answer({"ok": True, "action": "claim", "tasks": [task_as_dict(task) for task in tasks],
+                            "message": f"You claimed {len(tasks)} task(s): {', '.join(map(_quoted, tasks))}; they "
+                                       f"are in progress and yours: finish each with complete."})
         task = _call(_task, team=team, args=args, action="claim", required=False)
         task = _call(svc.task_claim, actor=actor, team=team, task=task)
         return self._done("claim", task, f"You claimed {_quoted(task)}; it is in progress and yours: report "
                                          "progress, then submit it with review or finish it with complete.")
 
     def _complete(self, ctx, agent, actor, team, args) -> ToolResult:
+        if args.get("results") is not None:
+            return self._complete_many(team, actor, args)
         task = _call(_task, team=team, args=args, action="complete")
         result = _text(args, "result", RESULT_MAX, required="complete")
         task = _call(svc.task_complete, actor=actor, task=task, result=result)
         return self._done("complete", task, f"Completed {_quoted(task)}.")
+
+    def _complete_many(self, team, actor, args) -> ToolResult:
+        items = args["results"]
+        if args.get("task_id") or args.get("result"):
+            raise ToolError("complete takes task_id and result (one task) or results (several), not both")
+        if not isinstance(items, list) or not 0 < len(items) <= svc.COMPLETE_BATCH_MAX or \
+                not all(isinstance(item, dict) for item in items):
+            raise ToolError(f"argument results must be a list of 1 to {svc.COMPLETE_BATCH_MAX} objects "
+                            "{task_id, result}")
+        pairs = [(_call(_task, team=team, args=item, action="complete"),
+                  _text(item, "result", RESULT_MAX, required="complete")) for item in items]
+        answers = _call(svc.task_complete_many, actor=actor, results=pairs)
+        outcomes = [{"task_id": task.identifier, "ok": False, "error": answer.message}
+                    if isinstance(answer, ApplicationError) else {"task_id": task.identifier, "ok": True,
+                                                                    "task": task_as_dict(answer)}
+                    for (task, _), answer in zip(pairs, answers)]
+        completed = sum(outcome["ok"] for outcome in outcomes)
+        return _answer({"ok": completed == len(outcomes), "action": "complete", "results": outcomes,
+                        "message": f"Completed {completed} of {len(outcomes)} task(s)."})
 
     def _cancel(self, ctx, agent, actor, team, args) -> ToolResult:
         task = _call(_task, team=team, args=args, action="cancel")

@@ -22,6 +22,8 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
+from goclaw.errors import ApplicationError
+
 from teams_app.actors import Actor
 from teams_app.choices import (ACTIVE_STATUSES, TERMINAL_STATUSES, CommentKind, DelegationStatus, MemberRole,
                                TaskStatus, TeamEventType, TeamStatus)
@@ -45,6 +47,8 @@ BLOCKED_BY_MAX = 50
 ATTACHMENTS_MAX = 200
 PRIORITY_MAX = 1_000_000
 BLOCKER_RESULT_QUOTE = 500
+CLAIM_BATCH_MAX = 50
+COMPLETE_BATCH_MAX = 50
 LEAD = (MemberRole.LEAD,)
 APPROVERS = (MemberRole.LEAD, MemberRole.REVIEWER)
 S = TaskStatus
@@ -278,6 +282,7 @@ NO_LOCK = {"locked_at": None, "lock_expires_at": None}
 _TASK = TeamTask._meta.db_table
 _FIELDS = [f for f in TeamTask._meta.concrete_fields if f.name != "search"]  # not the generated tsvector
 _ATTNAMES = [f.attname for f in _FIELDS]
+_TEAM_ID_AT = _ATTNAMES.index("team_id")
 _RETURNING = ", ".join(f't."{f.column}"' for f in _FIELDS)
 _COLUMNS = ", ".join(f'c."{f.column}"' for f in _FIELDS)
 _TEAM_IS_ACTIVE = (f"EXISTS (SELECT 1 FROM {Team._meta.db_table} tm WHERE tm.id = t.team_id "
@@ -291,14 +296,15 @@ def _event_insert(event_type: str) -> str:
             f"SELECT c.team_id, c.id, '{event_type}', $4, $5, $6 FROM changed c")
 
 
-# Pick the best (or the named) claimable task, skipping rows other claimers hold; take it only while the caller is
-# a member of the active team; write the `claimed` event; return the row and its blockers' numbers.
-# $1 team, $2 task (named claims), $3 the agent, $4 actor label, $5 event data, $6 now, $7 lock expiry.
+# Pick the best (or the named) claimable tasks, at most $8, skipping rows other claimers hold; take them only while
+# the caller is a member of the active team; write a `claimed` event each; return the rows and their blockers'
+# numbers. $1 team, $2 task (named claims), $3 the agent, $4 actor label, $5 event data, $6 now, $7 lock expiry,
+# $8 how many.
 _CLAIM_SQL = f"""
 WITH pick AS (
     SELECT t.id FROM {_TASK} t
     WHERE t.team_id = $1 {{named}} AND t.status = '{S.PENDING.value}' AND (t.owner_id IS NULL OR t.owner_id = $3)
-    ORDER BY t.priority DESC, t.number LIMIT 1 FOR UPDATE SKIP LOCKED
+    ORDER BY t.priority DESC, t.number LIMIT $8 FOR UPDATE SKIP LOCKED
 ), changed AS (
     UPDATE {_TASK} t SET status = '{S.IN_PROGRESS.value}', owner_id = $3, updated_at = $6, locked_at = $6,
         lock_expires_at = $7
@@ -309,22 +315,24 @@ WITH pick AS (
       AND {_TEAM_IS_ACTIVE}
     RETURNING {_RETURNING}
 ), event AS ({_event_insert(TeamEventType.CLAIMED.value)})
-SELECT {_COLUMNS}, {_BLOCKED_BY} FROM changed c"""
-_CLAIM_TYPES = "bigint, bigint, bigint, text, jsonb, timestamptz, timestamptz"
+SELECT {_COLUMNS}, {_BLOCKED_BY} FROM changed c ORDER BY c.priority DESC, c.number"""
+_CLAIM_TYPES = "bigint, bigint, bigint, text, jsonb, timestamptz, timestamptz, integer"
 _CLAIM_BEST = _CLAIM_SQL.replace("{named}", "AND $2::bigint IS NULL")
 _CLAIM_NAMED = _CLAIM_SQL.replace("{named}", "AND t.id = $2")
 
-# Complete the caller's own task while it is in the team (any role) and the team is active; write the `completed`
-# event; return the row, its blockers' numbers, whether anything waits for it or a delegation runs on it (only
-# then does the finishing logic run), and the lead's key (for the lead's event group). Those EXISTS read the
-# statement's snapshot: a dependency added by a task_update that held this row while the UPDATE waited is missed,
+# Complete the caller's own tasks while it is in the team (any role) and the team is active; write a `completed`
+# event each; return the rows, their blockers' numbers, whether anything waits for each or a delegation runs on it
+# (only then does the finishing logic run), and the lead's key (for the lead's event group). Those EXISTS read the
+# statement's snapshot: a dependency added by a task_update that held a row while the UPDATE waited is missed,
 # and the board sweep's unblocking (the safety net) releases that dependent.
-# $1 task, $2 result, $3 the agent, $4 actor label, $5 event data, $6 now.
+# $1 task ids, $2 their results (same order, ids distinct), $3 the agent, $4 actor label, $5 event data, $6 now.
 _COMPLETE_SQL = f"""
 WITH changed AS (
-    UPDATE {_TASK} t SET status = '{S.COMPLETED.value}', result = $2, completed_at = $6, progress_percent = 100,
-        question = '', question_asked_at = NULL, updated_at = $6, locked_at = NULL, lock_expires_at = NULL
-    WHERE t.id = $1 AND t.status IN ('{S.IN_PROGRESS.value}', '{S.PENDING.value}') AND t.owner_id = $3
+    UPDATE {_TASK} t SET status = '{S.COMPLETED.value}', result = i.result, completed_at = $6,
+        progress_percent = 100, question = '', question_asked_at = NULL, updated_at = $6, locked_at = NULL,
+        lock_expires_at = NULL
+    FROM unnest($1::bigint[], $2::text[]) AS i(id, result)
+    WHERE t.id = i.id AND t.status IN ('{S.IN_PROGRESS.value}', '{S.PENDING.value}') AND t.owner_id = $3
       AND EXISTS (SELECT 1 FROM {TeamMember._meta.db_table} m WHERE m.team_id = t.team_id AND m.agent_id = $3)
       AND {_TEAM_IS_ACTIVE}
     RETURNING {_RETURNING}
@@ -336,7 +344,7 @@ SELECT {_COLUMNS}, {_BLOCKED_BY},
     (SELECT a.key FROM {Team._meta.db_table} tm JOIN {Agent._meta.db_table} a ON a.id = tm.lead_id
      WHERE tm.id = c.team_id)
 FROM changed c"""
-_COMPLETE_TYPES = "bigint, text, bigint, text, jsonb, timestamptz"
+_COMPLETE_TYPES = "bigint[], text[], bigint, text, jsonb, timestamptz"
 
 # Prepared once per database connection: planning these statements costs PostgreSQL more than running them. The
 # set of names lives with the (psycopg) connection object, so a new connection prepares again; prepared statements
@@ -344,8 +352,8 @@ _COMPLETE_TYPES = "bigint, text, bigint, text, jsonb, timestamptz"
 _prepared: "weakref.WeakKeyDictionary[Any, set[str]]" = weakref.WeakKeyDictionary()
 
 
-def _fast(sql: str, types: str, params: list[Any]) -> tuple[Any, ...] | None:
-    """Run one hot-path statement (prepared on first use in this connection); its row, or None."""
+def _fast(sql: str, types: str, params: list[Any]) -> list[tuple[Any, ...]]:
+    """Run one hot-path statement (prepared on first use in this connection); its rows."""
     name = "goclaw_team_" + hashlib.sha1(sql.encode()).hexdigest()[:16]
     with connection.cursor() as cursor:
         names = _prepared.setdefault(connection.connection, set())
@@ -353,7 +361,7 @@ def _fast(sql: str, types: str, params: list[Any]) -> tuple[Any, ...] | None:
             cursor.execute(f"PREPARE {name} ({types}) AS {sql}")
             names.add(name)
         cursor.execute(f"EXECUTE {name} ({', '.join(['%s'] * len(params))})", params)
-        return cursor.fetchone()
+        return cursor.fetchall()
 
 
 def _task_from_row(row: tuple[Any, ...], actor: Actor, team: Team | None) -> tuple[TeamTask, list[str]]:
@@ -366,39 +374,44 @@ def _task_from_row(row: tuple[Any, ...], actor: Actor, team: Team | None) -> tup
     return task, [task_identifier(n) for n in row[len(_ATTNAMES)]]
 
 
-def _claim_fast(actor: Actor, team: Team, named: TeamTask | None) -> TeamTask | None:
-    """The whole claim in one statement, or None when it took nothing (the slow path then says why)."""
+def _claim_fast(actor: Actor, team: Team, named: TeamTask | None, count: int = 1) -> list[TeamTask]:
+    """The whole claim of up to `count` tasks in one statement; [] when it took nothing (the slow path then says
+    why)."""
     now = _now()
     expires = now + timedelta(minutes=team.lock_minutes)
     data = event_data({"lock_expires_at": expires})
     label = str(actor)
-    row = _fast(_CLAIM_NAMED if named is not None else _CLAIM_BEST, _CLAIM_TYPES,
-                [team.pk, named.pk if named is not None else None, actor.agent_id, label, json.dumps(data), now,
-                 expires])
-    if row is None:
-        return None
-    task, blocked_by = _task_from_row(row, actor, team)
-    # The owner is the actor, a member (checked by the statement): its group hears the event.
-    event_publish(TeamEventType.CLAIMED, task.team_id, task_as_dict(task, blocked_by=blocked_by), label, data,
-                  owner_key=actor.name)
-    return task
+    rows = _fast(_CLAIM_NAMED if named is not None else _CLAIM_BEST, _CLAIM_TYPES,
+                 [team.pk, named.pk if named is not None else None, actor.agent_id, label, json.dumps(data), now,
+                  expires, 1 if named is not None else count])
+    claimed = []
+    for row in rows:
+        task, blocked_by = _task_from_row(row, actor, team)
+        # The owner is the actor, a member (checked by the statement): its group hears the event.
+        event_publish(TeamEventType.CLAIMED, task.team_id, task_as_dict(task, blocked_by=blocked_by), label, data,
+                      owner_key=actor.name)
+        claimed.append(task)
+    return claimed
 
 
-def _complete_fast(actor: Actor, task: TeamTask, result: str) -> TeamTask | None:
-    """The whole completion in one statement (plus the finishing logic only when something waits for the task or a
-    delegation runs on it), or None when it changed nothing (the slow path then says why)."""
+def _complete_fast(actor: Actor, results: list[tuple[TeamTask, str]]) -> list[TeamTask]:
+    """The whole completion of the caller's tasks in one statement (plus the finishing logic only for a task that
+    something waits for or a delegation runs on); the tasks it completed, in the statement's order."""
     label = str(actor)
-    row = _fast(_COMPLETE_SQL, _COMPLETE_TYPES, [task.pk, result, actor.agent_id, label, "{}", _now()])
-    if row is None:
-        return None
-    team = task.team if TeamTask.team.is_cached(task) else None
-    done, blocked_by = _task_from_row(row, actor, team)
-    has_dependents, has_delegation, lead_key = row[-3:]
-    event_publish(TeamEventType.COMPLETED, done.team_id, task_as_dict(done, blocked_by=blocked_by), label, {},
-                  owner_key=actor.name, lead_key=lead_key)
-    if has_dependents or has_delegation:
-        _finished(done, actor)
-    return done
+    rows = _fast(_COMPLETE_SQL, _COMPLETE_TYPES,
+                 [[task.pk for task, _ in results], [result for _, result in results], actor.agent_id, label, "{}",
+                  _now()])
+    teams = {task.team_id: task.team for task, _ in results if TeamTask.team.is_cached(task)}
+    done_tasks = []
+    for row in rows:
+        done, blocked_by = _task_from_row(row, actor, teams.get(row[_TEAM_ID_AT]))
+        has_dependents, has_delegation, lead_key = row[-3:]
+        event_publish(TeamEventType.COMPLETED, done.team_id, task_as_dict(done, blocked_by=blocked_by), label, {},
+                      owner_key=actor.name, lead_key=lead_key)
+        if has_dependents or has_delegation:
+            _finished(done, actor)
+        done_tasks.append(done)
+    return done_tasks
 
 
 # ---------------------------------------------------------------- create, claim, assign
@@ -456,8 +469,8 @@ def task_claim(*, actor: Actor, team: Team, task: TeamTask | None = None) -> Tea
     require_writable(team)
     if task is None or task.team_id == team.pk:
         claimed = _claim_fast(actor, team, task)
-        if claimed is not None:
-            return claimed
+        if claimed:
+            return claimed[0]
         # The statement took nothing: the checks below say why. The caller's team object may be stale (archived
         # since it was read), so its status is read again.
         require_writable(Team.objects.only("name", "status").get(pk=team.pk))
@@ -490,6 +503,47 @@ def task_claim(*, actor: Actor, team: Team, task: TeamTask | None = None) -> Tea
         raise _claim_conflict(claimed, actor)
     event_record(claimed.team, claimed, TeamEventType.CLAIMED, actor, {"lock_expires_at": claimed.lock_expires_at})
     return claimed
+
+
+@transaction.atomic
+def task_claim_many(*, actor: Actor, team: Team, count: Any) -> list[TeamTask]:
+    """A member takes up to `count` of the best claimable tasks at once (an agent that works on several, a worker
+    pool taking a batch): each is claimed exactly as by task_claim, with its own lock and `claimed` event, in one
+    statement. When none is claimable, the error says why, as task_claim's does."""
+    count = clean_int("count", count, 1, CLAIM_BATCH_MAX)
+    if actor.is_agent:
+        require_writable(team)
+        claimed = _claim_fast(actor, team, None, count)
+        if claimed:
+            return claimed
+    return [task_claim(actor=actor, team=team)]  # the slow path: one task, or the reason there is none
+
+
+def task_complete_many(*, actor: Actor, results: list[tuple[TeamTask, Any]]) -> list[TeamTask | ApplicationError]:
+    """The owner finishes several tasks, each with its result: those that are the caller's and unfinished in one
+    statement, each of the others as task_complete would (completed, or the error saying why, in its place: one
+    task's refusal does not undo the others)."""
+    if not results:
+        raise TaskInvalid("Give at least one task to complete.")
+    if len(results) > COMPLETE_BATCH_MAX:
+        raise TaskInvalid(f"Complete at most {COMPLETE_BATCH_MAX} tasks at once.")
+    if len({task.pk for task, _ in results}) != len(results):
+        raise TaskInvalid("A task is listed twice; give each task once.")
+    cleaned = [(task, clean_text("result", result, RESULT_MAX, required=True)) for task, result in results]
+    done: dict[int, TeamTask] = {}
+    if actor.is_agent:
+        with transaction.atomic():
+            done = {task.pk: task for task in _complete_fast(actor, cleaned)}
+    answers: list[TeamTask | ApplicationError] = []
+    for task, result in cleaned:
+        if task.pk in done:
+            answers.append(done[task.pk])
+            continue
+        try:
+            answers.append(task_complete(actor=actor, task=task, result=result))
+        except ApplicationError as exc:
+            answers.append(exc)
+    return answers
 
 
 @transaction.atomic
@@ -541,9 +595,9 @@ def task_complete(*, actor: Actor, task: TeamTask, result: str) -> TeamTask:
     completed directly). Tasks waiting only for this one become pending."""
     result = clean_text("result", result, RESULT_MAX, required=True)
     if actor.is_agent:  # the statement itself checks that the task is the caller's
-        done = _complete_fast(actor, task, result)
-        if done is not None:
-            return done
+        done = _complete_fast(actor, [(task, result)])
+        if done:
+            return done[0]
     task, _ = _open(task, actor, ANY_ROLE, "complete tasks")
     _require_owner(task, actor, "complete")
     allowed = (S.IN_PROGRESS, S.PENDING) if actor.is_agent else (S.IN_PROGRESS, S.PENDING, S.STALE)

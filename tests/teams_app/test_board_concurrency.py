@@ -55,6 +55,34 @@ def test_many_workers_claiming_at_once_get_each_task_exactly_once():
     assert set(per_task.values()) == {1} and len(per_task) == 40
 
 
+def test_many_workers_claiming_in_batches_get_each_task_exactly_once():
+    team, lead, workers = big_team(6)
+    for n in range(60):
+        svc.task_create(actor=Actor.for_agent(lead), team=team, subject=f"job {n}", priority=n % 4)
+
+    def work(agent):
+        mine, actor = [], Actor.for_agent(agent)
+        while True:
+            try:
+                tasks = svc.task_claim_many(actor=actor, team=team, count=4)
+            except TaskNotFound:
+                return mine
+            mine.extend(task.pk for task in tasks)
+            answers = svc.task_complete_many(actor=actor, results=[(t, f"done by {agent.key}") for t in tasks])
+            assert all(isinstance(answer, TeamTask) for answer in answers)
+
+    results = race(work, workers)
+    assert not [r for r in results if isinstance(r, Exception)]
+    handed_out = [pk for claims in results for pk in claims]
+    assert len(handed_out) == len(set(handed_out)) == 60
+    owners = dict(TeamTask.objects.filter(team=team).values_list("pk", "owner_id"))
+    for agent, claims in zip(workers, results):
+        assert all(owners[pk] == agent.pk for pk in claims)
+    assert set(TeamTask.objects.filter(team=team).values_list("status", flat=True)) == {"completed"}
+    per_task = Counter(TeamEvent.objects.filter(team=team, event_type="claimed").values_list("task_id", flat=True))
+    assert set(per_task.values()) == {1} and len(per_task) == 60
+
+
 def test_many_workers_claiming_one_named_task_leave_exactly_one_winner():
     team, lead, workers = big_team(8)
     task = svc.task_create(actor=Actor.for_agent(lead), team=team, subject="the only job")

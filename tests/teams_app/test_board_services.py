@@ -818,3 +818,77 @@ def test_a_stale_team_object_does_not_let_a_claim_through_on_an_archived_board(c
     with pytest.raises(TeamInvalid, match="archived"):
         svc.task_claim(actor=crew.as_worker, team=stale)
     assert not TeamTask.objects.filter(team=crew.team, status="in_progress").exists()
+
+
+# ---------------------------------------------------------------- batches (a worker taking several tasks at once)
+
+def test_a_batch_claim_takes_the_best_claimable_tasks_in_board_order_each_with_its_own_event(crew, make_task):
+    low, high, mine, theirs, also = (make_task("low"), make_task("high", priority=5),
+                                     make_task("mine", assignee=crew.worker), make_task("theirs", assignee=crew.worker2),
+                                     make_task("also"))
+    taken = svc.task_claim_many(actor=crew.as_worker, team=crew.team, count=3)
+    assert [t.pk for t in taken] == [high.pk, low.pk, mine.pk]  # priority, then number; never another's task
+    for task in taken:
+        row = fresh(task)
+        assert (row.status, row.owner_id, row.lock_expires_at is not None) == ("in_progress", crew.worker.pk, True)
+        assert event_types(task) == ["created", "claimed"]
+    assert (fresh(theirs).status, fresh(also).status) == ("pending", "pending")
+    assert [t.pk for t in svc.task_claim_many(actor=crew.as_worker, team=crew.team, count=50)] == [also.pk]
+    with pytest.raises(TaskNotFound, match="No task is waiting to be claimed"):
+        svc.task_claim_many(actor=crew.as_worker, team=crew.team, count=5)
+
+
+def test_a_batch_claim_refuses_what_a_single_claim_refuses(crew, make_task):
+    make_task("open")
+    for count in (0, 51, "many", True, 2.5):
+        with pytest.raises(TaskInvalid, match="count must be"):
+            svc.task_claim_many(actor=crew.as_worker, team=crew.team, count=count)
+    for actor, refusal in ((crew.as_lead, TeamPermissionDenied), (crew.as_reviewer, TeamPermissionDenied),
+                           (crew.person, TeamPermissionDenied), (crew.as_outsider, TeamNotFound)):
+        with pytest.raises(refusal):
+            svc.task_claim_many(actor=actor, team=crew.team, count=2)
+    team_update(actor=crew.system, team=crew.team, status="archived")
+    with pytest.raises(TeamInvalid, match="archived"):
+        svc.task_claim_many(actor=crew.as_worker, team=crew.team, count=2)
+    assert not TeamTask.objects.filter(team=crew.team, status="in_progress").exists()
+
+
+def test_a_batch_completion_completes_the_callers_tasks_and_says_why_for_each_other_one(crew, make_task):
+    blocker = claimed(crew, make_task, "blocker")
+    waiting = make_task("waiting", blocked_by=[blocker.identifier])
+    plain = claimed(crew, make_task, "plain")
+    foreign = claimed(crew, make_task, "foreign", actor=crew.as_worker2)
+    answers = svc.task_complete_many(actor=crew.as_worker, results=[(blocker, "b done"), (foreign, "stolen"),
+                                                                    (plain, "p done")])
+    assert [type(a).__name__ for a in answers] == ["TeamTask", "TeamPermissionDenied", "TeamTask"]
+    assert "only its owner can complete it" in answers[1].message
+    assert (fresh(blocker).status, fresh(blocker).result, fresh(plain).result) == ("completed", "b done", "p done")
+    assert (fresh(foreign).status, fresh(foreign).result) == ("in_progress", "")
+    assert fresh(waiting).status == "pending"  # the finishing logic ran for the task something waited for
+    assert event_types(plain) == ["created", "claimed", "completed"]
+
+
+def test_a_batch_completion_refuses_bad_lists_before_changing_anything(crew, make_task):
+    task = claimed(crew, make_task, "one")
+    for results, message in (([], "at least one"), ([(task, "a"), (task, "b")], "listed twice"),
+                             ([(task, "")], "result"), ([(task, "x")] * 51, "at most 50")):
+        with pytest.raises(TaskInvalid, match=message):
+            svc.task_complete_many(actor=crew.as_worker, results=results)
+    assert fresh(task).status == "in_progress"
+
+
+def test_a_batch_claim_and_completion_take_one_statement_each_for_the_whole_batch(crew, make_task):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    make_task("warm")  # the connection prepares the statements once
+    warm = svc.task_claim_many(actor=crew.as_worker, team=crew.team, count=1)
+    svc.task_complete_many(actor=crew.as_worker, results=[(warm[0], "done")])
+    for n in range(10):
+        make_task(f"job {n}")
+    with CaptureQueriesContext(connection) as claim:
+        tasks = svc.task_claim_many(actor=crew.as_worker, team=crew.team, count=10)
+    with CaptureQueriesContext(connection) as complete:
+        answers = svc.task_complete_many(actor=crew.as_worker, results=[(t, f"done {t.number}") for t in tasks])
+    assert (len(_statements(claim.captured_queries)), len(_statements(complete.captured_queries))) == (1, 1)
+    assert len(tasks) == 10 and all(fresh(t).result == f"done {t.number}" for t in answers)

@@ -103,6 +103,26 @@ def test_full_lifecycle_lead_creates_member_claims_progresses_submits_and_review
     assert [e["type"] for e in detail["task"]["events"]][:2] == ["created", "claimed"]
 
 
+def test_a_member_claims_several_tasks_at_once_and_completes_them_in_one_call(crew):
+    for n in range(3):
+        ok(crew.lead, action="create", subject=f"Chapter {n + 1}")
+    taken = ok(crew.alice, action="claim", count=2)
+    assert [t["id"] for t in taken["tasks"]] == ["T-001", "T-002"] and "2 task(s)" in taken["message"]
+    assert {t["owner"] for t in taken["tasks"]} == {crew.alice_agent.key}
+    assert "not both" in refused(crew.alice, action="claim", task_id="T-003", count=2)
+    ok(crew.bob, action="claim", task_id="T-003")
+    done = ok(crew.alice, action="complete", results=[{"task_id": "T-001", "result": "one"},
+                                                      {"task_id": "t-3", "result": "not mine"},
+                                                      {"task_id": "T-002", "result": "two"}])
+    assert done["ok"] is False and done["message"] == "Completed 2 of 3 task(s)."
+    assert [(r["task_id"], r["ok"]) for r in done["results"]] == [("T-001", True), ("T-003", False), ("T-002", True)]
+    assert "only its owner" in done["results"][1]["error"]
+    assert dict(TeamTask.objects.filter(team=crew.team).values_list("number", "status")) == {
+        1: "completed", 2: "completed", 3: "in_progress"}
+    assert "not both" in refused(crew.alice, action="complete", task_id="T-001", result="x",
+                                 results=[{"task_id": "T-002", "result": "y"}])
+
+
 def test_a_task_created_with_an_assignee_is_claimed_by_that_member_only(crew):
     created = ok(crew.lead, action="create", subject="Fix the footer", assignee=crew.bob_agent.key)
     assert created["task"]["owner"] == crew.bob_agent.key and crew.bob_agent.key in created["message"]

@@ -406,12 +406,13 @@ def _count(client, path) -> int:
 
     with CaptureQueriesContext(connection) as queries:
         assert client.get(path).status_code == 200
-    return len(queries)
+    # The cache-generation check runs at most every 0.5 s whatever the list holds: a loaded machine may cross that
+    # between two requests, so it is not counted.
+    return sum("goclaw_cachegeneration" not in q["sql"] for q in queries.captured_queries)
 
 
 @pytest.mark.parametrize("who", ["agent", "staff"])
-def test_the_task_list_runs_the_same_queries_for_3_and_30_tasks(who, staff_api, crew, team,
-                                                                django_assert_num_queries):
+def test_the_task_list_runs_the_same_queries_for_3_and_30_tasks(who, staff_api, crew, team):
     client = client_for(crew["worker"]) if who == "agent" else staff_api
     for i in range(3):
         make_task(team, subject=f"task {i}", assignee=crew["worker"], blocked_by=["T-001"] if i else ())
@@ -419,13 +420,12 @@ def test_the_task_list_runs_the_same_queries_for_3_and_30_tasks(who, staff_api, 
     with_3 = _count(client, url(team, "tasks/"))
     for i in range(27):
         make_task(team, subject=f"more {i}", assignee=crew["worker"], blocked_by=["T-001", "T-002"])
-    with django_assert_num_queries(with_3):
-        assert len(client.get(url(team, "tasks/")).json()["results"]) == 30
+    assert _count(client, url(team, "tasks/")) == with_3
+    assert len(client.get(url(team, "tasks/")).json()["results"]) == 30
 
 
 @pytest.mark.parametrize("who", ["agent", "staff"])
-def test_the_team_list_runs_the_same_queries_for_3_and_30_teams(who, staff_api, crew,
-                                                                django_assert_num_queries):
+def test_the_team_list_runs_the_same_queries_for_3_and_30_teams(who, staff_api, crew):
     client = client_for(crew["worker"]) if who == "agent" else staff_api
 
     def add(n, start):
@@ -439,7 +439,7 @@ def test_the_team_list_runs_the_same_queries_for_3_and_30_teams(who, staff_api, 
     with_3 = _count(client, "/api/v1/teams/")
     add(27, 3)
     client.get("/api/v1/teams/")  # creating teams moved cache counters: re-reading them is not part of the count
-    with django_assert_num_queries(with_3):
-        body = client.get("/api/v1/teams/").json()
+    assert _count(client, "/api/v1/teams/") == with_3
+    body = client.get("/api/v1/teams/").json()
     assert len(body["results"]) == 30 and all(team["open_tasks"] == 1 and len(team["members"]) == 3
                                               for team in body["results"])
