@@ -295,7 +295,9 @@ MEMORY_CHUNK_OVERLAP_CHARS = env_int("GOCLAW_MEMORY_CHUNK_OVERLAP_CHARS", 200, m
 # /healthz reuses one round of probes for this long (a burst of probes must not stall the request threads).
 HEALTH_CACHE_SECONDS = 0.0 if TESTING else float(env_int("GOCLAW_HEALTH_CACHE_SECONDS", 2, minimum=0, maximum=60))
 
-# --- Operator console (docs/console.md) --------------------------------------------------------------
+# --- Operator console (docs/console-dashboard.md) -------------------------------------------------------
+# The address people reach goclaw at (links in approval notifications); "" = http://<GOCLAW_HOST>:<GOCLAW_PORT>.
+PUBLIC_URL = env_str("GOCLAW_PUBLIC_URL", "").rstrip("/")
 # Audit rows (ToolInvocation) older than this many days are purged by a scheduled job (0 = keep forever).
 AUDIT_RETENTION_DAYS = env_int("GOCLAW_AUDIT_RETENTION_DAYS", 90, minimum=0, maximum=36500)
 

@@ -66,7 +66,10 @@ _seeded: list[tuple[type, str]] = []
 def _seeded_rows(django_db_setup, django_db_blocker):
     from django.apps import apps
     from django.core import serializers
+    from django.db import connection
 
+    if not connection.settings_dict["NAME"].startswith("test_"):
+        return  # no test of this run uses the database: pytest-django created none (nothing to restore)
     with django_db_blocker.unblock():
         for label in _SEEDED_APPS:
             if label not in apps.app_configs:

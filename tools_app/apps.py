@@ -57,17 +57,20 @@ def _contribute_to_platform() -> None:
 
 def _register_encrypted_fields() -> None:
     """Where this app keeps values sealed with goclaw.crypto, so `rotate_encryption_key` re-seals them all: a held
-    change's exact arguments, and the real caller ids of held calls (approval requests and pending changes)."""
+    change's exact arguments, the real caller ids of held calls (approval requests and pending changes), and the
+    signing secrets of notification channels."""
     from goclaw.secrets import encrypted_field_register
-    from tools_app.models import ApprovalRequest, PendingChange
+    from tools_app.models import ApprovalRequest, NotificationChannel, PendingChange
     from tools_app.services.approvals.changes import pending_change_seal_context
     from tools_app.services.approvals.identity import identity_seal_context
+    from tools_app.services.notifications import secret_seal_context
 
     encrypted_field_register(PendingChange, "sealed_arguments",
                              associated_data=lambda row: pending_change_seal_context(row.pk))
     for model in (ApprovalRequest, PendingChange):
         encrypted_field_register(model, "call_context", json_key="sealed_identity",
                                  associated_data=lambda row: identity_seal_context(row.pk))
+    encrypted_field_register(NotificationChannel, "secret_sealed", associated_data=lambda row: secret_seal_context(row.pk))
 
 
 def _add_custom_tools() -> None:

@@ -7,3 +7,4 @@ from tools_app.admin import cli_binaries  # noqa: F401,E402
 from tools_app.admin import context_files  # noqa: F401,E402
 from tools_app.admin import memory  # noqa: F401,E402
 from tools_app.admin import skills  # noqa: F401,E402
+from tools_app.admin import notifications  # noqa: F401,E402

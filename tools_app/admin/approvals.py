@@ -12,6 +12,7 @@ from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
+from django.utils.html import format_html, format_html_join
 
 from goclaw.errors import ApplicationError
 from tools_app.admin.base import CheckedForm, ServiceAdmin
@@ -33,13 +34,23 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
     search_fields = ["agent__key", "tool_name", "summary", "session_key", "user_id"]
     date_hierarchy = "requested_at"
     list_select_related = ["agent", "decided_by"]
-    readonly_fields = [f.name for f in ApprovalRequest._meta.fields]
+    readonly_fields = [f.name for f in ApprovalRequest._meta.fields] + ["why_and_risk", "notifications"]
 
     def has_add_permission(self, request):
         return False
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+    @admin.display(description="why asked / risk")
+    def why_and_risk(self, obj):
+        lines, risk, _ = approval_why_and_risk(obj)
+        return format_html("{}<ul>{}</ul>", risk, format_html_join("", "<li>{}</li>", ((line,) for line in lines or [obj.reason])))
+
+    @admin.display(description="notifications")
+    def notifications(self, obj):
+        rows = obj.notification_deliveries.select_related("channel").order_by("channel__name")
+        return format_html_join(", ", "{}: {} ({} attempts)", ((d.channel.name, d.status, d.attempts) for d in rows)) or "none"
 
     @admin.display(description="summary")
     def short_summary(self, obj):
@@ -58,6 +69,7 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
         pending = list(approval_queue())
         for req in pending:
             req.arguments_json = json.dumps(req.arguments, indent=2, ensure_ascii=False, sort_keys=True)
+            req.why_lines, req.risk_line, req.risk_level = approval_why_and_risk(req)
             req.rule_pattern_default = req.details.get("command") or canonical_arguments(req.arguments)
             req.decide_url = reverse("admin:tools_app_approvalrequest_decide", args=[req.pk])
         context = {
@@ -106,6 +118,20 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
             "user_only": bool(post.get("rule_user_only")),
         }
         return TemplateResponse(request, "admin/tools_app/approval_queue_confirm.html", context)
+
+
+_RISK_LEVELS = frozenset({"high", "medium", "low"})
+
+
+def approval_why_and_risk(req: ApprovalRequest) -> tuple[list[str], str, str]:
+    """The queue's why lines, risk line and level (requests from before these were recorded show their reason)."""
+    details = req.details if isinstance(req.details, dict) else {}
+    why = details.get("why") if isinstance(details.get("why"), dict) else {}
+    lines = [line for line in why.get("lines", []) if isinstance(line, str)] if isinstance(why.get("lines"), list) else []
+    risk = details.get("risk") if isinstance(details.get("risk"), dict) else {}
+    line = risk.get("line") if isinstance(risk.get("line"), str) else ""
+    level = risk.get("level") if risk.get("level") in _RISK_LEVELS else ""
+    return lines, line, level
 
 
 @admin.register(ApprovalRule)

@@ -3,6 +3,7 @@ for (long poll)."""
 from __future__ import annotations
 
 import logging
+import shlex
 import threading
 import time
 import uuid
@@ -21,10 +22,12 @@ from tools_app.choices import ApprovalDecision, ApprovalStatus, RuleMatch
 from tools_app.models import Agent, ApprovalRequest
 from tools_app.labels import echo
 from tools_app.security.scrub import default_scrubber
-from tools_app.services.approvals.effects import normalised_workspace_path
+from tools_app.security.shell_check import analyse_for_rules
+from tools_app.services.approvals.effects import TEXT, _path_judge, command_effects, normalised_workspace_path
 from tools_app.services.approvals.decision import arguments_hash
 from tools_app.services.approvals.identity import identity_store
 from tools_app.services.approvals.rules import approval_rule_create
+from tools_app.services.notifications import notification_deliveries_create
 
 logger = logging.getLogger("goclaw.approvals")
 
@@ -44,6 +47,65 @@ def approval_summary(tool: Tool, args: dict, workspace=None) -> tuple[str, dict]
     summary, _ = default_scrubber.scrub(summary[:4000])
     details, _ = default_scrubber.scrub_data(details)
     return summary, details
+
+
+# --- risk: what the analysed command does -------------------------------------------------------------
+# Worst first; "high" effects reach past the workspace or cannot be undone.
+RISK_TEXT = {
+    "privilege": "runs with elevated privileges", "delete": "deletes files", "outside": "names paths outside the workspace",
+    "send": "uploads local data", "network": "uses the network", "run": "runs other programs or code",
+    "write": "writes files", "config": "changes a program's configuration",
+    "unknown": "does things goclaw cannot classify", "change": "changes files or state (a mutating tool)",
+}
+HIGH_RISK = frozenset({"privilege", "delete", "outside", "send"})
+_PRIVILEGE_WRAPPERS = frozenset({"sudo", "doas", "su", "pkexec", "run0"})
+
+
+def approval_risk(tool: Tool, args: dict, workspace=None) -> dict:
+    """What the call does, from the shell analysis of the command it runs (never its text): effects with the commands
+    that have them, a level (high / medium / low) and one line for people. Tools without a command: mutating or not."""
+    found: dict[str, list[str]] = {}
+
+    def add(effect: str, where: str = "") -> None:
+        places = found.setdefault(effect, [])
+        if where and where not in places and len(places) < 3:
+            places.append(where[:120])
+
+    command = tool.command_for(args)
+    if command is None:
+        if tool.mutating:
+            add("change", str(args.get("path", "")) if isinstance(args.get("path"), str) else "")
+    else:
+        analysis = analyse_for_rules(command)
+        escapes = _path_judge(workspace, args.get("working_dir"))
+        if escapes is None:
+            add("outside", "the working directory")
+        for view in analysis.commands:
+            shown = shlex.join(view.argv)
+            if any(layer and layer[0] in _PRIVILEGE_WRAPPERS for layer in view.layers):
+                add("privilege", shown)
+            for effect, _ in command_effects(view.argv, escapes or (lambda _: False)):
+                if effect != TEXT:
+                    add(effect, shown)
+            for op, target in view.redirects:
+                if ">" in op and not target.startswith("&") and target != "/dev/null":
+                    add("write", f"{shown} {op} {target}")
+                    if escapes is not None and escapes(target):
+                        add("outside", target)
+            if escapes is not None:
+                for arg in view.argv[1:]:
+                    if escapes(arg):
+                        add("outside", arg)
+            if view.problems or view.inline_code:
+                add("unknown", shown)
+        if analysis.problems:
+            add("unknown", "; ".join(analysis.problems))
+    effects = [{"effect": e, "text": RISK_TEXT[e], "where": found[e]} for e in RISK_TEXT if e in found]
+    level = "high" if HIGH_RISK & found.keys() else ("medium" if found else "low")
+    parts = [e["text"] + (f" ({', '.join(e['where'])})" if e["where"] else "") for e in effects]
+    line = f"Risk ({level}): " + ("; ".join(parts) if parts else "reads only")
+    risk, _ = default_scrubber.scrub_data({"level": level, "effects": effects, "line": line})
+    return risk
 
 
 # --- requests ---------------------------------------------------------------------------------------
@@ -69,13 +131,22 @@ def _publish(event: str, req: ApprovalRequest) -> None:
 
 @transaction.atomic
 def approval_request_create(*, agent: Agent, tool: Tool, args: dict, ctx: ToolContext, reason: str = "",
-                            call_context: dict | None = None) -> ApprovalRequest:
-    """A durable request for this exact call (arguments scrubbed for display, the hash binds the real ones)."""
+                            call_context: dict | None = None, why: dict | None = None) -> ApprovalRequest:
+    """A durable request for this exact call (arguments scrubbed for display, the hash binds the real ones), with
+    why it asks (`why`, from the gate) and its risk in `details`; its notifications are created in the same
+    transaction."""
     safe_args, _ = default_scrubber.scrub_data(args)
-    summary, details = approval_summary(tool, args, ctx.workspace.root if ctx.workspace is not None else None)
+    root = ctx.workspace.root if ctx.workspace is not None else None
+    summary, details = approval_summary(tool, args, root)
     reason, _ = default_scrubber.scrub(reason[:500])
     if tool.always_require_approval:
         details["always_require_approval"] = True  # no allow-always rule for it
+    try:
+        details["risk"] = approval_risk(tool, args, root)
+    except Exception:  # the risk line informs; it never stops a request from reaching people
+        logger.exception("risk analysis failed for %s:%s", agent.key, tool.name)
+    if why:
+        details["why"], _ = default_scrubber.scrub_data(why)
     now = timezone.now()
     request_id = uuid.uuid4()
     identity, stored_context = identity_store(ctx, call_context or {}, request_id)
@@ -83,6 +154,7 @@ def approval_request_create(*, agent: Agent, tool: Tool, args: dict, ctx: ToolCo
         id=request_id, agent=agent, **identity, call_context=pg_json(stored_context), tool_name=tool.name, arguments=pg_json(safe_args), args_hash=arguments_hash(tool.name, args), summary=pg_text(summary),
         details=pg_json(details), reason=pg_text(reason[:500]), requested_at=now, expires_at=now + approval_timeout(ctx.settings),
     )
+    notification_deliveries_create(req)
     _publish("approval.requested", req)
     return req
 
