@@ -34,7 +34,8 @@ def main() -> None:
                                    "'rate_limit_user_per_hour': 1000000000, 'rate_limit_agent_per_hour': 1000000000})")
         token = manage(env, "issue_token", "bench").strip()
         auth = {"Authorization": f"Bearer {token}"}
-        results = {"startup_to_healthy_s": round(startup_s, 2), "connections": CONNECTIONS, "seconds": SECONDS,
+        results = {"web_server": env.get("GOCLAW_WEB_SERVER", "gunicorn"),
+                   "startup_to_healthy_s": round(startup_s, 2), "connections": CONNECTIONS, "seconds": SECONDS,
                    "web_workers": env.get("GOCLAW_WEB_WORKERS", "2"), "web_threads": env.get("GOCLAW_WEB_THREADS", "8")}
         def execute_request(client: int) -> bytes:  # one agent session per client, as real agents would
             body = json.dumps({"tool": "datetime", "arguments": {}, "context": {"session_key": f"bench-{client}"}}).encode()
@@ -42,6 +43,7 @@ def main() -> None:
 
         cases = {
             "agents_me": build_request("GET", "/api/v1/agents/me", "127.0.0.1", port, headers=auth),
+            "tools_list": build_request("GET", "/api/v1/tools", "127.0.0.1", port, headers=auth),
             "tools_execute": [execute_request(i) for i in range(CONNECTIONS)],
         }
         for name, request in cases.items():
@@ -49,8 +51,8 @@ def main() -> None:
             run = asyncio.run(run_load("127.0.0.1", port, request, connections=CONNECTIONS, seconds=SECONDS))
             results[name] = {"rps": round(run["rps"], 1), "requests": run["requests"], "statuses": run["statuses"],
                              "errors": run["error_count"], **summary_ms(run["latencies"])}
-        results["target_execute_rps"] = 1500
-        write_result("http", results)
+        results["targets"] = {"tools_execute_rps": 1200, "tools_list_rps": 2000, "p99_ms": 100}
+        write_result(os.environ.get("BENCH_RESULT_NAME", "http"), results)
     finally:
         up.stop()
 

@@ -26,12 +26,20 @@ WINDOW_SECONDS = 3600.0
 # two calls racing to create the same bucket both pay. The statement returns the empty buckets' positions.
 # $1 the keys, $2 their limits per hour, $3 the refill window in seconds. Prepared once per connection: parsing
 # and planning these four CTEs cost more than running them.
+#
+# Run on its own (autocommit, the pipeline's case) the statement also makes its own commit asynchronous
+# (`set_config(…, true)` lasts until that commit): the commit does not wait for the WAL flush, so the rows it
+# locked — the agent's bucket is shared by all its calls — are free again at once instead of after a disk flush,
+# which serialized an agent's concurrent calls. What that gives up: after a PostgreSQL crash (not a process
+# crash) up to wal_writer_delay × 3 (0.6 s by default) of bucket updates may be lost, i.e. a few calls counted
+# against no bucket. The audit row keeps a synchronous commit: an answered call's row is always durable. Inside
+# a caller's transaction the plain statement runs, so the caller's own commit stays synchronous.
 _PG_SQL = """
 WITH locked AS MATERIALIZED (
     SELECT b.key, b.tokens, b.updated_at FROM tools_app_ratelimitbucket b
     WHERE b.key = ANY($1::text[]) ORDER BY b.key FOR UPDATE
 ), level AS (
-    SELECT w.key, w.cap, w.pos,
+    SELECT w.key, w.cap, w.pos,{async_commit}
            LEAST(w.cap, COALESCE((SELECT c.tokens + GREATEST(0, EXTRACT(EPOCH FROM (now() - c.updated_at))) * w.cap / $3
                                   FROM locked c WHERE c.key = w.key), w.cap)) AS tokens
     FROM unnest($1::text[], $2::float8[]) WITH ORDINALITY AS w(key, cap, pos)
@@ -46,7 +54,11 @@ WITH locked AS MATERIALIZED (
 )
 SELECT pos - 1 FROM level WHERE tokens < 1 ORDER BY pos
 """
-_PG_TAKE = PreparedStatement("goclaw_rate_limit_take", _PG_SQL, ("text[]", "float8[]", "float8"))
+_PG_TYPES = ("text[]", "float8[]", "float8")
+_PG_TAKE = PreparedStatement("goclaw_rate_limit_take", _PG_SQL.format(async_commit=""), _PG_TYPES)
+# `level` has a row per bucket and is read whole, so set_config runs (once per bucket) on every call.
+_PG_TAKE_ASYNC = PreparedStatement("goclaw_rate_limit_take_async", _PG_SQL.format(
+    async_commit=" set_config('synchronous_commit', 'off', true) AS async_commit,"), _PG_TYPES)
 
 _REDIS_LUA = """
 local now = tonumber(ARGV[1]); local window = tonumber(ARGV[2])
@@ -100,8 +112,9 @@ def rate_limit_take(buckets: Sequence[tuple[str, int]]) -> list[int]:
                                 args=[time.time(), WINDOW_SECONDS, *(limit for _, _, limit in active)])
     else:
         with connection.cursor() as cur:
-            _PG_TAKE.execute(cur, [[pg_text(key[:300]) for _, key, _ in active], [float(limit) for _, _, limit in active],
-                                   WINDOW_SECONDS])
+            statement = _PG_TAKE if connection.in_atomic_block else _PG_TAKE_ASYNC
+            statement.execute(cur, [[pg_text(key[:300]) for _, key, _ in active],
+                                    [float(limit) for _, _, limit in active], WINDOW_SECONDS])
             empty = [row[0] for row in cur.fetchall()]
     return [active[int(pos)][0] for pos in empty]
 

@@ -216,3 +216,47 @@ def test_per_agent_overrides_are_validated(key):
     with pytest.raises(ValidationError):
         make_agent(other_config={key: "lots"})
     assert make_agent(other_config={key: 0}).other_config == {key: 0}
+
+
+def _synchronous_commit() -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW synchronous_commit")
+        return cursor.fetchone()[0]
+
+
+@pytest.fixture
+def durable_session():
+    """This session commits synchronously, as a real instance does (the test cluster is set to `off` for speed)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SET synchronous_commit = on")
+    yield
+    with connection.cursor() as cursor:
+        cursor.execute("RESET synchronous_commit")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_take_on_its_own_commits_asynchronously_and_leaves_the_session_synchronous(settings, durable_session):
+    # Its own commit does not wait for the WAL flush (the agent's shared bucket row is free again at once); the
+    # setting ends with that commit, so the audit row written next commits synchronously as before.
+    from tools_app.ratelimit import _PG_TAKE_ASYNC
+
+    settings.REDIS_URL = ""
+    assert connection.in_atomic_block is False
+    assert rate_limit_take([("async:1", 2)]) == []
+    assert _synchronous_commit() == "on"
+    with transaction.atomic():  # what the statement does to the transaction it runs in
+        with connection.cursor() as cursor:
+            _PG_TAKE_ASYNC.execute(cursor, [["async:1"], [2.0], 3600.0])
+        assert _synchronous_commit() == "off"
+    assert _synchronous_commit() == "on"
+    assert RateLimitBucket.objects.get(key="async:1").tokens == pytest.approx(0, abs=0.01)
+    assert rate_limit_take([("async:1", 2)]) == [0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_take_inside_a_callers_transaction_keeps_that_transaction_synchronous(settings, durable_session):
+    settings.REDIS_URL = ""
+    with transaction.atomic():
+        assert rate_limit_take([("sync:1", 2)]) == []
+        assert _synchronous_commit() == "on"
+    assert RateLimitBucket.objects.filter(key="sync:1").exists()

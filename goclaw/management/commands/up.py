@@ -84,6 +84,19 @@ class Child:
             self.proc.wait()
 
 
+def web_command(bindir: Path, host: str, port: int) -> list[str]:
+    """The HTTP server for the WSGI app (GOCLAW_WEB_SERVER): gunicorn gthread (goclaw/gunicorn_conf.py), or granian,
+    whose HTTP parsing is native code, with the same processes and threads; a worker that dies is started again."""
+    if settings.WEB_SERVER == "granian":
+        return [str(bindir / "granian"), "--interface", "wsgi", "--host", host, "--port", str(port),
+                "--workers", str(settings.WEB_WORKERS), "--blocking-threads", str(settings.WEB_THREADS),
+                "--backlog", "2048", "--respawn-failed-workers", "--workers-kill-timeout", "10",
+                "--log-level", settings.LOG_LEVEL.lower(), "--no-access-log",
+                "goclaw.wsgi:application"]
+    return [str(bindir / "gunicorn"), "goclaw.wsgi:application", "-c",
+            str(settings.BASE_DIR / "goclaw" / "gunicorn_conf.py"), "--bind", f"{host}:{port}"]
+
+
 class Command(BaseCommand):
     help = "Set up (migrations, admin account) and serve goclaw: web, WebSocket, MCP and worker processes."
 
@@ -130,8 +143,7 @@ class Command(BaseCommand):
                "PYTHONUNBUFFERED": "1"}
         bindir = Path(sys.executable).parent
         children = [
-            Child("web", [str(bindir / "gunicorn"), "goclaw.wsgi:application", "-c", str(settings.BASE_DIR / "goclaw" / "gunicorn_conf.py"),
-                          "--bind", f"{host}:{port}"], env),
+            Child("web", web_command(bindir, host, port), env),
             Child("websocket", [str(bindir / "daphne"), "-b", host, "-p", str(ws_port), "--proxy-headers", "goclaw.asgi:application"], env),
             Child("mcp", [str(bindir / "uvicorn"), "mcp_app.server.asgi:application", "--host", host, "--port", str(mcp_port),
                           "--workers", str(settings.MCP_WORKERS), "--lifespan", "on", "--no-access-log"], env),

@@ -1,0 +1,59 @@
+"""`up` with GOCLAW_WEB_SERVER=granian: the same app served by granian's native HTTP handling (gunicorn, the default,
+is what every other end-to-end test runs). It answers agents and people, and a killed worker is replaced."""
+import os
+import signal
+import time
+
+import httpx
+import psutil
+import pytest
+
+from tests.servers import UpProcess, free_port, manage, up_env
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db]
+
+
+def _granian_workers(up: UpProcess) -> list[psutil.Process]:
+    main = [p for p in psutil.Process(up.proc.pid).children(recursive=True) if "granian" in " ".join(p.cmdline())
+            and p.parent().pid == up.proc.pid]
+    assert len(main) == 1, "up runs one granian server"
+    return main[0].children()
+
+
+def test_granian_serves_the_api_and_the_admin_and_replaces_a_killed_worker(tmp_path):
+    env = up_env(tmp_path / "var", GOCLAW_WEB_SERVER="granian", GOCLAW_WEB_WORKERS="2",
+                 GOCLAW_ADMIN_PASSWORD="granian-admin-pw-1", GOCLAW_Q_WORKERS="1")
+    up = UpProcess(env, free_port(), free_port(), tmp_path / "up.log")
+    try:
+        up.wait_healthy()
+        manage(env, "create_agent", "served")
+        token = manage(env, "issue_token", "served").strip()
+        agent = {"Authorization": f"Bearer {token}"}
+        ran = httpx.post(up.base + "/api/v1/tools/execute", headers=agent, timeout=30,
+                         json={"tool": "datetime", "arguments": {"timezone": "UTC"}}).json()
+        assert ran["status"] == "ok" and ran["invocation_id"]
+        assert httpx.get(up.base + "/api/v1/agents/me", headers={"Authorization": "Bearer nope"}).status_code == 401
+
+        with httpx.Client(base_url=up.base, timeout=30) as person:  # a browser's session: cookies and CSRF
+            page = person.get("/admin/login/")
+            signed_in = person.post("/admin/login/?next=/admin/", data={
+                "username": "admin", "password": "granian-admin-pw-1", "next": "/admin/",
+                "csrfmiddlewaretoken": page.cookies["csrftoken"]})
+            assert signed_in.status_code == 302 and signed_in.headers["location"] == "/admin/"
+            assert person.get("/admin/").status_code == 200
+
+        workers = _granian_workers(up)
+        assert len(workers) == 2
+        os.kill(workers[0].pid, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            alive = [w for w in _granian_workers(up) if w.pid != workers[0].pid and w.is_running()]
+            if len(alive) == 2:
+                break
+            time.sleep(0.5)
+        assert len(alive) == 2, "the killed worker was not replaced"
+        for _ in range(10):  # every answer comes from a live worker
+            assert httpx.get(up.base + "/api/v1/agents/me", headers=agent, timeout=30).json()["key"] == "served"
+        assert up.proc.poll() is None
+    finally:
+        assert up.stop() == 0
