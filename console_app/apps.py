@@ -9,3 +9,7 @@ class ConsoleAppConfig(AppConfig):
     name = "console_app"
     verbose_name = "Operator console"
 
+    def ready(self) -> None:
+        from goclaw.services import schedule_register
+
+        schedule_register("console dashboard rollup", "console_app.tasks.dashboard_rollup", "* * * * *")  # every minute
