@@ -4,13 +4,14 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt | cksum | cut -d' ' -f1)
 
-.PHONY: run test bench check browser sandbox-deps docker-deps help
+.PHONY: run test bench check browser sandbox-deps docker-deps help soak
 
 help:
 	@echo "make run    - install (venv + requirements), set up embedded PostgreSQL, migrate, create admin, serve"
 	@echo "make test   - make check, then run the whole test suite"
 	@echo "make bench  - run the benchmarks (results in benchmarks/results/)"
 	@echo "make check  - Django system checks, migration drift check, import-linter contracts (.importlinter)"
+	@echo "make soak   - soak with faults, two replicas, WebSocket fan-out (~20 min; docs/soak-and-faults.md)"
 
 $(STAMP): requirements.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -54,3 +55,11 @@ check: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py
+
+# Not part of `make test`: a 10-minute soak with faults, the two-replica checks (Redis db 9 on 127.0.0.1:6379) and the
+# 1,000-client WebSocket fan-out; results in benchmarks/results/{soak,replicas,ws_fanout}.json (docs/soak-and-faults.md).
+SOAK_ARGS ?= --faults
+soak: $(STAMP) sandbox-deps
+	$(PY) benchmarks/soak.py $(SOAK_ARGS)
+	$(PY) benchmarks/bench_replicas.py
+	$(PY) benchmarks/bench_ws_fanout.py
