@@ -1,14 +1,23 @@
-"""The PostgreSQL channel layer with one-statement group sends.
+"""The PostgreSQL channel layer with one-statement group sends and a listener that survives a lost connection.
 
 channels_postgres' group_send runs two SELECTs for the group's channels and then one INSERT per channel
 (each message row fires the NOTIFY trigger). Every tool call publishes an event, usually to groups nobody is
 watching, so that cost sat on the hot path. Here one `INSERT … SELECT` sends a whole batch of
 (group, message) pairs in a single round trip and writes nothing for empty groups.
+
+Its LISTEN connection ended for good when PostgreSQL restarted (or the connection dropped): the sockets stayed
+open and silent. Here the listener reconnects (backing off to 5 s), LISTENs again, and then hands out the stored
+messages of this process's channels newer than the last it handed out, so nothing sent meanwhile is lost and
+nothing arrives twice.
 """
 from __future__ import annotations
 
+import asyncio
+import base64
+import logging
 from datetime import timedelta
 
+import psycopg
 from channels_postgres.core import PostgresChannelLayer
 from channels_postgres.db import GROUP_CHANNEL_TABLE, MESSAGE_TABLE, utc_now
 from psycopg import sql
@@ -23,7 +32,58 @@ _GROUP_SEND_MANY_SQL = sql.SQL(
 ).format(messages=sql.Identifier(MESSAGE_TABLE), groups=sql.Identifier(GROUP_CHANNEL_TABLE))
 
 
+# The stored, unexpired messages of this process's channels newer than the last one handed out (rows stay: other
+# processes' messages are theirs, and expired rows are deleted by channels_postgres' own clean-up).
+_STORED_SQL = sql.SQL(
+    "SELECT id, channel, message, extract(epoch FROM expire)::text FROM {messages} "
+    "WHERE id > %s AND channel = ANY(%s) AND expire > now() ORDER BY id"
+).format(messages=sql.Identifier(MESSAGE_TABLE))
+
+logger = logging.getLogger("goclaw.events")
+RECONNECT_MAX_DELAY = 5.0
+
+
 class FastGroupSendPostgresChannelLayer(PostgresChannelLayer):
+    last_message_id = 0  # the newest stored message this process's listener handed to a channel queue
+
+    async def listen_to_all_channels(self) -> None:
+        """Listen for this process's channels' messages until shut down, reconnecting whenever the connection is
+        lost."""
+        delay = 0.1
+        while True:
+            try:
+                await self._listen()
+                return
+            except (psycopg.Error, OSError) as exc:
+                logger.warning("channel layer listener lost its connection (%s); reconnecting in %.1f s", exc, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RECONNECT_MAX_DELAY)
+
+    async def _listen(self) -> None:
+        conninfo = psycopg.conninfo.make_conninfo(conninfo="", **self.db_params)
+        async with await psycopg.AsyncConnection.connect(conninfo=conninfo, autocommit=True) as connection:
+            await connection.execute("LISTEN channels_postgres_messages")
+            # LISTEN first, then read what is stored: a message sent in between is in both, handed out once.
+            mine = [channel for channel, held in self._channel_advisory_locks.items() if held]
+            stored = await connection.execute(_STORED_SQL, (self.last_message_id, mine))
+            seen = set()
+            for message_id, channel, message, expire in await stored.fetchall():
+                seen.add(str(message_id))
+                self._hand_out(message_id, channel, f"{message_id}:{channel}:{base64.b64encode(message).decode()}:{expire}")
+            self.listener_task_is_running.set()
+            async for event in connection.notifies():
+                if event.payload == "1:shutdown":
+                    self.listener_task_is_running.clear()
+                    return
+                message_id, channel = event.payload.split(":", 2)[:2]
+                if message_id in seen or self._channel_advisory_locks.get(channel, False) is False:
+                    continue  # handed out from the table already, or another process's channel
+                self._hand_out(int(message_id), channel, event.payload)
+
+    def _hand_out(self, message_id: int, channel: str, payload: str) -> None:
+        self.last_message_id = max(self.last_message_id, message_id)
+        self._get_or_create_queue(channel).put_nowait(payload)
+
     async def group_send(self, group: str, message: dict) -> None:
         await self.group_send_many([(group, message)])
 
@@ -33,5 +93,13 @@ class FastGroupSendPostgresChannelLayer(PostgresChannelLayer):
         keys = [self._group_key(group) for group, _ in items]
         payloads = [self.serialize(message) for _, message in items]
         pool = await self.django_db.get_db_pool(db_params=self.django_db.db_params)
-        async with pool.connection() as conn:
-            await conn.execute(_GROUP_SEND_MANY_SQL, (utc_now() + timedelta(seconds=self.expiry), keys, payloads))
+        for attempt in (1, 2):
+            try:
+                async with pool.connection() as conn:
+                    await conn.execute(_GROUP_SEND_MANY_SQL, (utc_now() + timedelta(seconds=self.expiry), keys, payloads))
+                return
+            except psycopg.OperationalError:
+                # A pooled connection PostgreSQL closed (a restart): the pool drops it; the batch goes out once more
+                # on a fresh connection rather than being lost.
+                if attempt == 2:
+                    raise

