@@ -270,6 +270,7 @@ def record(ctx: ToolContext, tool_name: str, args: Any, outcome: Outcome) -> Non
         tool_name=tool_label, arguments=pg_json(safe_args), status=outcome.status, observed=bool(observations),
         observe_reasons=pg_json(observations), duration_ms=outcome.duration_ms, result_size=len(outcome.for_llm),
         error=echo(error, 2000) if error else "", output_id=outcome.output_id, request_id=labels.request_id,
+        approval_id=outcome.extra.get("approval_id"), pending_change_id=outcome.extra.get("pending_change_id"),
         actor=label(ctx.call.actor, 160) if ctx.call.actor else "",
         sandbox_backend=(outcome.sandbox or {}).get("backend", "")[:16],
         sandbox_profile=pg_text((outcome.sandbox or {}).get("profile", ""))[:64],

@@ -140,12 +140,21 @@ def test_execute_errors_name_each_bad_field_in_the_drf_shape(api):
                     "channel": ["Must not contain NUL characters or unpaired surrogates."]}}
 
 
+def test_an_agent_cannot_claim_a_person_ran_its_call(api):
+    from tools_app.models import ToolInvocation
+
+    response = post(api, "/api/v1/tools/execute", {"tool": "datetime", "context": {"actor": "staff:admin"}})
+    assert response.status_code == 400
+    assert response.json()["error"]["details"] == {"context": {"actor": ["Unknown context field."]}}
+    assert not ToolInvocation.objects.exclude(actor="").exists()
+
+
 def test_the_documented_context_is_exactly_the_callers_part_of_call_context(client):
     from tools_app.calls import CONTEXT_FIELDS
 
     schema = client.get("/api/schema/?format=json").json()["components"]["schemas"]
     documented = schema["ExecuteRequestRequest"]["properties"]["context"]["properties"]
-    assert set(documented) == (CONTEXT_FIELDS - {"request_id", "request_allow"}) | {"allow"}
+    assert set(documented) == (CONTEXT_FIELDS - {"request_id", "request_allow", "actor"}) | {"allow"}  # never caller-set
     assert documented["subagent_depth"] == {"type": "integer", "minimum": 0, "maximum": 16, "default": 0}
 
 

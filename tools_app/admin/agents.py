@@ -93,10 +93,13 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 @admin.register(ToolInvocation)
 class ToolInvocationAdmin(ReadOnlyAdmin):
+    """The raw audit table; the console's audit search (full text, export, a call's links) is the reader's page."""
+
     list_display = ["created_at", "agent_key", "tool_name", "status", "observed", "duration_ms", "result_size", "sandbox",
-                    "session_key", "user_id"]
+                    "session_key", "user_id", "audit_details"]
     list_filter = ["status", "observed", "tool_name", "agent_key", "sandbox_backend", "created_at"]
     search_fields = ["agent_key", "tool_name", "session_key", "user_id", "error", "request_id"]
+    readonly_fields = ["audit_details"]
     date_hierarchy = "created_at"
     list_select_related = False
     show_full_result_count = False
@@ -108,6 +111,14 @@ class ToolInvocationAdmin(ReadOnlyAdmin):
             return "—"
         label = "host (sandbox off)" if obj.sandbox_backend == "host" else obj.sandbox_backend
         return f"{label} · {obj.sandbox_profile}" if obj.sandbox_profile else label
+
+    @admin.display(description="details")
+    def audit_details(self, obj: ToolInvocation) -> str:
+        """The console's page for this call: its approval, held change, stored output and events."""
+        from django.urls import reverse  # the console is reached by URL name only: tools_app never imports it
+        from django.utils.html import format_html
+
+        return format_html('<a href="{}">details</a>', reverse("console:audit_detail", args=[obj.pk]))
 
 
 @admin.register(StoredToolOutput)
