@@ -386,6 +386,9 @@ NOT_EXPORTED = {
     "tools_app.UserContextFile": "per-user content", "tools_app.ContextFileVersion": "history",
     "tools_app.MemoryDocument": "memory", "tools_app.MemoryChunk": "memory", "tools_app.EmbeddingCache": "cache",
     "tools_app.Skill": "content agents publish (skills), not governance", "tools_app.SkillUse": "audit",
+    "tools_app.NotificationChannel": "credentials: a webhook URL (Slack's hold a token in the path) and its signing "
+                                     "secret are set per install in the admin, never written to a document",
+    "tools_app.NotificationDelivery": "runtime: a notification being sent",
     "mcp_app.MCPTool": "discovered at listing and pinned by review: a new install re-lists and re-reviews",
     "mcp_app.MCPAccessRequest": "runtime: a request waiting for review",
     "mcp_app.MCPServerSession": "runtime: a client session", "mcp_app.MCPApprovalResume": "runtime",
