@@ -54,8 +54,9 @@ WS_PORT = env_int("GOCLAW_WS_PORT", PORT + 1 if PORT else 0, minimum=0, maximum=
 WS_PUBLIC_URL = env_str("GOCLAW_WS_URL", f"ws://{HOST}:{WS_PORT}/ws/events/")
 WEB_WORKERS = env_int("GOCLAW_WEB_WORKERS", 2, minimum=1, maximum=64)
 WEB_THREADS = env_int("GOCLAW_WEB_THREADS", 8, minimum=1, maximum=64)
-# The HTTP server `up` runs for the WSGI app: gunicorn (gthread) or granian (HTTP handled in native code).
-WEB_SERVER = env_choice("GOCLAW_WEB_SERVER", "gunicorn", ("gunicorn", "granian"))
+# The HTTP server `up` runs for the WSGI app: granian (HTTP handled in native code; measured 2x the requests/s of
+# gunicorn gthread here, benchmarks/results/http.json) or gunicorn (gthread, with a per-request worker timeout).
+WEB_SERVER = env_choice("GOCLAW_WEB_SERVER", "granian", ("granian", "gunicorn"))
 Q_WORKERS = env_int("GOCLAW_Q_WORKERS", 2, minimum=1, maximum=64)
 
 ALLOWED_HOSTS = env_list("GOCLAW_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])

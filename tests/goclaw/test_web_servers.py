@@ -1,5 +1,5 @@
-"""`up` with GOCLAW_WEB_SERVER=granian: the same app served by granian's native HTTP handling (gunicorn, the default,
-is what every other end-to-end test runs). It answers agents and people, and a killed worker is replaced."""
+"""`up` with either HTTP server (GOCLAW_WEB_SERVER): granian, the default (native-code HTTP handling), which every
+other end-to-end test also runs, and gunicorn. Each answers agents and people, and a killed worker is replaced."""
 import os
 import signal
 import time
@@ -20,14 +20,15 @@ def _cmdline(process: psutil.Process) -> str:
         return ""
 
 
-def _granian_workers(up: UpProcess) -> list[psutil.Process]:
-    main = [p for p in psutil.Process(up.proc.pid).children() if "granian" in _cmdline(p)]
-    assert len(main) == 1, "up runs one granian server"
-    return [w for w in main[0].children() if _cmdline(w)]
+def _web_workers(up: UpProcess, server: str) -> list[psutil.Process]:
+    main = [p for p in psutil.Process(up.proc.pid).children() if f"bin/{server}" in _cmdline(p)]
+    assert len(main) == 1, f"up runs one {server} server"
+    return [w for w in main[0].children() if "goclaw" in _cmdline(w) or server in _cmdline(w)]
 
 
-def test_granian_serves_the_api_and_the_admin_and_replaces_a_killed_worker(tmp_path):
-    env = up_env(tmp_path / "var", GOCLAW_WEB_SERVER="granian", GOCLAW_WEB_WORKERS="2",
+@pytest.mark.parametrize("server", ["granian", "gunicorn"])
+def test_the_web_server_serves_the_api_and_the_admin_and_replaces_a_killed_worker(tmp_path, server):
+    env = up_env(tmp_path / "var", GOCLAW_WEB_SERVER=server, GOCLAW_WEB_WORKERS="2",
                  GOCLAW_ADMIN_PASSWORD="granian-admin-pw-1", GOCLAW_Q_WORKERS="1")
     up = UpProcess(env, free_port(), free_port(), tmp_path / "up.log")
     try:
@@ -48,12 +49,12 @@ def test_granian_serves_the_api_and_the_admin_and_replaces_a_killed_worker(tmp_p
             assert signed_in.status_code == 302 and signed_in.headers["location"] == "/admin/"
             assert person.get("/admin/").status_code == 200
 
-        workers = _granian_workers(up)
+        workers = _web_workers(up, server)
         assert len(workers) == 2
         os.kill(workers[0].pid, signal.SIGKILL)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            alive = [w for w in _granian_workers(up) if w.pid != workers[0].pid]
+            alive = [w for w in _web_workers(up, server) if w.pid != workers[0].pid]
             if len(alive) == 2:
                 break
             time.sleep(0.5)

@@ -1,4 +1,4 @@
-"""`manage.py up`: migrate, ensure an admin, then supervise the web server (gunicorn, WSGI), the WebSocket
+"""`manage.py up`: migrate, ensure an admin, then supervise the web server (granian or gunicorn, WSGI), the WebSocket
 server (daphne, ASGI), the MCP server (uvicorn, ASGI: docs/mcp-server.md) and the django-q2 cluster until Ctrl-C;
 PostgreSQL (embedded) stops last."""
 from __future__ import annotations
@@ -85,8 +85,8 @@ class Child:
 
 
 def web_command(bindir: Path, host: str, port: int) -> list[str]:
-    """The HTTP server for the WSGI app (GOCLAW_WEB_SERVER): gunicorn gthread (goclaw/gunicorn_conf.py), or granian,
-    whose HTTP parsing is native code, with the same processes and threads; a worker that dies is started again."""
+    """The HTTP server for the WSGI app (GOCLAW_WEB_SERVER): granian, whose HTTP parsing is native code, or gunicorn
+    gthread (goclaw/gunicorn_conf.py), with the same processes and threads; a worker that dies is started again."""
     if settings.WEB_SERVER == "granian":
         return [str(bindir / "granian"), "--interface", "wsgi", "--host", host, "--port", str(port),
                 "--workers", str(settings.WEB_WORKERS), "--blocking-threads", str(settings.WEB_THREADS),
