@@ -34,7 +34,7 @@ def main() -> None:
                                    "'rate_limit_user_per_hour': 1000000000, 'rate_limit_agent_per_hour': 1000000000})")
         token = manage(env, "issue_token", "bench").strip()
         auth = {"Authorization": f"Bearer {token}"}
-        results = {"web_server": env.get("GOCLAW_WEB_SERVER", "gunicorn"),
+        results = {"web_server": env.get("GOCLAW_WEB_SERVER") or "granian (default)",
                    "startup_to_healthy_s": round(startup_s, 2), "connections": CONNECTIONS, "seconds": SECONDS,
                    "web_workers": env.get("GOCLAW_WEB_WORKERS", "2"), "web_threads": env.get("GOCLAW_WEB_THREADS", "8")}
         def execute_request(client: int) -> bytes:  # one agent session per client, as real agents would
