@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import stat
 from pathlib import Path
 
@@ -86,9 +87,18 @@ def read_or_create_secret_file(path: Path, generate) -> str:
         return path.read_text().strip()
     private_dir(path.parent)
     value = generate()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(value + "\n")
+    # Written whole under a private name, then linked into place: processes starting together (several workers)
+    # never read a half-written file, and the first link wins; the others read the winner's secret.
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(value + "\n")
+        os.link(tmp, path)
+    except FileExistsError:
+        return read_or_create_secret_file(path, generate)
+    finally:
+        tmp.unlink(missing_ok=True)
     return value
 
 

@@ -115,6 +115,7 @@ class Connection:
         self.closing = False
         self.dead: str | None = None
         self.relist_requested = False
+        self.relist_failed = False  # the last tools/list failed (not a lost transport): tried again at the next ping
         self.inflight = 0
         self.last_used = time.monotonic()
         self.next_attempt: float | None = None  # monotonic
@@ -295,14 +296,16 @@ class Connection:
         return True  # pragma: no cover - the block always returns or raises
 
     async def _relist(self, client: Client) -> None:
-        self.relist_requested = False
+        self.relist_requested = self.relist_failed = False
         try:
             with anyio.fail_after(max(self.config.timeout, 1.0)):
                 tools = await list_all_tools(client)
         except Exception as exc:
             if _is_transport_gone(exc):
                 raise _Dead(f"the connection was lost: {_describe(exc)}") from None
-            logger.warning("tools/list failed on %s: %s", self.config.name, _describe(exc))
+            logger.warning("tools/list failed on %s (trying again at the next health check): %s",
+                           self.config.name, _describe(exc))
+            self.relist_failed = True
             return
         await self._notify_listing(tools)
 
@@ -338,6 +341,8 @@ class Connection:
                         failures, self.error = 0, ""
                         self._set_state(CONNECTED)
                         await self._report()
+                    if self.relist_failed:
+                        await self._relist(client)
                 except Exception as exc:
                     if isinstance(_leaf(exc), asyncio.CancelledError):
                         raise

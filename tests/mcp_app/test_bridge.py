@@ -172,6 +172,8 @@ def test_the_bridge_reconnects_after_the_server_is_killed_and_restarted(mcp_serv
     config = server.config(server_id=41)
     assert bridge_call_tool(config, "echo", {"text": "before"}).text == "before"
     bridge_events.wait_for_state(41, "connected")
+    listed = lambda: len([tools for cfg, tools in bridge_events.listings if cfg.server_id == 41])  # noqa: E731
+    wait_until(listed, message="the first connect's listing")  # else the stop below may cut it short
 
     server.stop()
     down = bridge_events.wait_for_state(41, "disconnected")
@@ -183,8 +185,7 @@ def test_the_bridge_reconnects_after_the_server_is_killed_and_restarted(mcp_serv
     assert up["ok"] is True and up["attempts"] == 0
     assert bridge_call_tool(config, "echo", {"text": "after"}).text == "after"
     # the first connect's listing and the reconnect's (listeners hear of a listing after the call that caused it)
-    wait_until(lambda: len([tools for cfg, tools in bridge_events.listings if cfg.server_id == 41]) >= 2,
-               message="the reconnect's listing")
+    wait_until(lambda: listed() >= 2, message="the reconnect's listing")
 
 
 def test_after_the_last_attempt_calls_fail_fast_until_someone_reconnects_by_hand(mcp_server, bridge_events,
