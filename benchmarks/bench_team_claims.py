@@ -375,7 +375,7 @@ def _no_publish(*args, **kwargs) -> None:
 
 def profile(lead, member, cycles: int) -> dict:
     """One process alone claims and completes `cycles` tasks: statements and ms per claim and per complete (by
-    statement), Python time outside SQL, and the same with goclaw.events.publish replaced by a no-op."""
+    statement), Python time outside SQL, and the same with goclaw.events.publish and publish_many replaced by a no-op."""
     from django.db import connection, connections
 
     import goclaw.events
@@ -406,7 +406,8 @@ def profile(lead, member, cycles: int) -> dict:
 
     publish_refs = [(mod, name) for mod in list(sys.modules.values())
                     if mod is not None and getattr(mod, "__name__", "").startswith(("teams_app", "goclaw.events"))
-                    for name in ("publish",) if getattr(mod, name, None) is goclaw.events.publish]
+                    for name in ("publish", "publish_many")
+                    if getattr(mod, name, None) in (goclaw.events.publish, goclaw.events.publish_many)]
     originals = [(mod, name, getattr(mod, name)) for mod, name in publish_refs]
 
     def set_publish(on: bool) -> None:
@@ -481,7 +482,7 @@ def profile(lead, member, cycles: int) -> dict:
             "cycle_ms": round(cycle_ms, 3), "cycle_ms_without_publish": round(silent_ms, 3),
             "publish_cost_ms_per_cycle": round(cycle_ms - silent_ms, 3),
             "publish_cost_python_cpu_ms_per_cycle": round(cycle_cpu - silent_cpu, 3),
-            "note": "publish patched out = goclaw.events.publish replaced by a no-op: the payload's JSON round trip and "
+            "note": "publish patched out = goclaw.events.publish and publish_many replaced by a no-op: the payload's JSON round trip and "
                     "the hand-off to the sender thread are saved; task_as_dict still runs (its blocked_by comes from the "
                     "statement, no query). "
                     "The sender thread's own CPU is not in python_cpu_ms (main thread only)",
@@ -496,13 +497,14 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=16)
     parser.add_argument("--batch", type=int, default=50,
                         help="tasks per claim and per complete call in the batch run (a single-task run goes first)")
+    parser.add_argument("--repeat", type=int, default=5, help="batch runs, each on a fresh board (met: the slowest)")
     parser.add_argument("--profile-cycles", type=int, default=400, help="claim+complete cycles profiled (0: none)")
     parser.add_argument("--synchronous-commit", choices=("on", "off"), default="on",
                         help="diagnostic only: the workers' sessions with synchronous_commit off (no WAL flush wait)")
     parser.add_argument("--no-write", action="store_true", help="print the result without writing results/*.json")
     args = parser.parse_args()
-    if args.tasks < 1 or args.workers < 1 or not 1 <= args.batch <= 50:
-        sys.exit("--tasks and --workers must be positive, --batch from 1 to 50")
+    if args.tasks < 1 or args.workers < 1 or args.repeat < 1 or not 1 <= args.batch <= 50:
+        sys.exit("--tasks, --workers and --repeat must be positive, --batch from 1 to 50")
 
     django_setup()
     from django.conf import settings
@@ -511,8 +513,9 @@ def main() -> None:
     calibration_before = cpu_calibration_ms()
     lead, members = agents(args.workers)
     runs = {}
-    for batch in dict.fromkeys([1, args.batch]):
-        mode = "single" if batch == 1 else f"batch_{batch}"
+    plan = [("single", 1)] + [(f"batch_{args.batch}" + (f"_run{i + 1}" if args.repeat > 1 else ""), args.batch)
+                              for i in range(args.repeat if args.batch > 1 else 0)]
+    for mode, batch in plan:
         print(f"{mode}: {args.tasks} tasks, {args.workers} workers…", flush=True)
         runs[mode] = measure(lead, members, args, batch)
         connection.close()
@@ -521,15 +524,18 @@ def main() -> None:
         print("profiling one process alone…", flush=True)
         profiled = profile(lead, members[0], args.profile_cycles)
 
-    headline = runs[f"batch_{args.batch}" if args.batch > 1 else "single"]
+    batch_rates = [run["claims_per_second"] for mode, run in runs.items() if mode != "single"] or [
+        runs["single"]["claims_per_second"]]
     proof_ok = all(run["proof"]["ok"] for run in runs.values())
-    rate = headline["claims_per_second"]
+    rate = min(batch_rates)  # the slowest run is the figure: the target must hold every time, not on a good run
     result = {
-        "tasks": args.tasks, "workers": args.workers, "batch": args.batch,
-        "claims_per_second": rate, "single_task_claims_per_second": runs["single"]["claims_per_second"],
+        "tasks": args.tasks, "workers": args.workers, "batch": args.batch, "repeat": args.repeat,
+        "claims_per_second": rate, "batch_runs_claims_per_second": batch_rates,
+        "batch_median_claims_per_second": statistics.median(batch_rates),
+        "single_task_claims_per_second": runs["single"]["claims_per_second"],
         "target_claims_per_second": TARGET_CLAIMS_PER_SECOND, "met": rate >= TARGET_CLAIMS_PER_SECOND and proof_ok,
         "double_claims": sum(run["double_claims"] for run in runs.values()),
-        "note": "claims_per_second is the run where each worker claims up to `batch` tasks per call (task_claim_many: "
+        "note": "claims_per_second is the slowest of the batch runs (each on a fresh, vacuumed board), where each worker claims up to `batch` tasks per call (task_claim_many: "
                 "each task claimed as by task_claim, with its own lock and claimed event) and completes them in one "
                 "call (task_complete_many); single_task_claims_per_second is one task per claim and per complete",
         "runs": runs,
@@ -543,7 +549,7 @@ def main() -> None:
         print(f"{mode}: {run['claims']} claims by {args.workers} workers in {run['seconds']:.2f}s: "
               f"{run['claims_per_second']:.1f} claims/s, double claims {run['double_claims']}, proof "
               f"{'ok' if run['proof']['ok'] else 'FAILED'}", flush=True)
-    print(f"headline {rate:.1f} claims/s (target {TARGET_CLAIMS_PER_SECOND})", flush=True)
+    print(f"headline (slowest batch run) {rate:.1f} claims/s (target {TARGET_CLAIMS_PER_SECOND})", flush=True)
     if args.no_write:
         import json
 

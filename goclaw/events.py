@@ -58,13 +58,19 @@ def _control(message_type: str, groups: Iterable[str]) -> None:
         transaction.on_commit(lambda: _deliver(messages))
 
 
-def _messages(event_type: str, payload: dict[str, Any], groups: list[str]) -> list[tuple[str, dict[str, Any]]]:
-    # One round trip through the JSON encoder, so datetimes/UUIDs/Decimals survive every layer's serializer and
-    # later changes to `payload` do not leak into the event. Every group's message shares that body: layers
-    # copy (in-memory) or serialize (PostgreSQL, Redis) what they send, and consumers only read it.
-    body = json.loads(json.dumps(payload, cls=DjangoJSONEncoder))
+def _batch_messages(items: list[tuple[str, dict[str, Any], list[str]]]) -> list[tuple[str, dict[str, Any]]]:
+    # One round trip through the JSON encoder (for all the events at once), so datetimes/UUIDs/Decimals survive
+    # every layer's serializer and later changes to a payload do not leak into its event. Every group's message
+    # shares its event's body: layers copy (in-memory) or serialize (PostgreSQL, Redis) what they send, and
+    # consumers only read it.
+    bodies = json.loads(json.dumps([payload for _, payload, _ in items], cls=DjangoJSONEncoder))
     ts = datetime.now(timezone.utc).isoformat()
-    return [(g, {"type": "event.message", "event": event_type, "group": g, "payload": body, "ts": ts}) for g in groups]
+    return [(g, {"type": "event.message", "event": event_type, "group": g, "payload": body, "ts": ts})
+            for (event_type, _, groups), body in zip(items, bodies) for g in groups]
+
+
+def _messages(event_type: str, payload: dict[str, Any], groups: list[str]) -> list[tuple[str, dict[str, Any]]]:
+    return _batch_messages([(event_type, payload, groups)])
 
 
 def _message(event_type: str, payload: dict[str, Any], group: str) -> dict[str, Any]:
@@ -74,10 +80,17 @@ def _message(event_type: str, payload: dict[str, Any], group: str) -> dict[str, 
 
 def publish(event_type: str, payload: dict[str, Any], groups: Iterable[str]) -> None:
     """Queue `event_type` for each group once the current transaction (if any) commits."""
-    groups = [g for g in dict.fromkeys(groups) if GROUP_NAME_RE.match(g)]
-    if not groups:
+    publish_many([(event_type, payload, groups)])
+
+
+def publish_many(items: Iterable[tuple[str, dict[str, Any], Iterable[str]]]) -> None:
+    """`publish` for several (event_type, payload, groups) at once, in that order (a batch of board changes): one
+    encoding and one hand-over to the sender for all of them."""
+    valid = [(event_type, payload, groups) for event_type, payload, raw in items
+             if (groups := [g for g in dict.fromkeys(raw) if GROUP_NAME_RE.match(g)])]
+    if not valid:
         return
-    messages = _messages(event_type, payload, groups)
+    messages = _batch_messages(valid)
     transaction.on_commit(lambda: _deliver(messages))
 
 

@@ -106,12 +106,18 @@ def event_publish(event_type: str, team_id: int, task: dict[str, Any] | None, ac
                   owner_key: str | None = None, lead_key: str | None = None) -> None:
     """Publish `team_task.<event_type>` (after commit) to the team's group, the all-teams group, the owner's agent
     group (`owner_key`: pass it only while the owner is in the team) and the lead's (for events the lead acts on)."""
+    events.publish_many([event_item(event_type, team_id, task, actor, data, owner_key=owner_key, lead_key=lead_key)])
+
+
+def event_item(event_type: str, team_id: int, task: dict[str, Any] | None, actor: str, data: dict[str, Any], *,
+               owner_key: str | None = None, lead_key: str | None = None) -> tuple[str, dict[str, Any], list[str]]:
+    """What `event_publish` publishes, for `goclaw.events.publish_many` (a batch's events handed over at once)."""
     groups = [team_group(team_id), TEAMS_GROUP]
     if owner_key:
         groups.append(events.agent_group(owner_key))
     if lead_key and event_type in LEAD_EVENTS:
         groups.append(events.agent_group(lead_key))
-    events.publish(f"team_task.{event_type}", {"team": team_id, "task": task, "actor": actor, "data": data}, groups)
+    return f"team_task.{event_type}", {"team": team_id, "task": task, "actor": actor, "data": data}, groups
 
 
 def event_record(team: Team, task: TeamTask | None, event_type: str, actor: Any,

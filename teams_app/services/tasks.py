@@ -22,6 +22,7 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
+from goclaw import events
 from goclaw.errors import ApplicationError
 
 from teams_app.actors import Actor
@@ -32,7 +33,7 @@ from teams_app.errors import (DependencyCycle, TaskConflict, TaskInvalid, TaskNo
 from teams_app.models import (Delegation, Team, TaskAttachment, TaskComment, TaskDependency, TeamEvent, TeamMember,
                               TeamTask, task_identifier)
 from teams_app.selectors import task_as_dict, task_number
-from teams_app.services.common import (ANY_ROLE, clean_int, clean_text, event_data, event_publish, event_record,
+from teams_app.services.common import (ANY_ROLE, clean_int, clean_text, event_data, event_item, event_record,
                                        member_role, require_role, require_writable)
 from teams_app.services.mailbox import message_system_send
 from tools_app.models import Agent
@@ -384,13 +385,14 @@ def _claim_fast(actor: Actor, team: Team, named: TeamTask | None, count: int = 1
     rows = _fast(_CLAIM_NAMED if named is not None else _CLAIM_BEST, _CLAIM_TYPES,
                  [team.pk, named.pk if named is not None else None, actor.agent_id, label, json.dumps(data), now,
                   expires, 1 if named is not None else count])
-    claimed = []
+    claimed, published = [], []
     for row in rows:
         task, blocked_by = _task_from_row(row, actor, team)
         # The owner is the actor, a member (checked by the statement): its group hears the event.
-        event_publish(TeamEventType.CLAIMED, task.team_id, task_as_dict(task, blocked_by=blocked_by), label, data,
-                      owner_key=actor.name)
+        published.append(event_item(TeamEventType.CLAIMED, task.team_id, task_as_dict(task, blocked_by=blocked_by),
+                                    label, data, owner_key=actor.name))
         claimed.append(task)
+    events.publish_many(published)
     return claimed
 
 
@@ -402,15 +404,18 @@ def _complete_fast(actor: Actor, results: list[tuple[TeamTask, str]]) -> list[Te
                  [[task.pk for task, _ in results], [result for _, result in results], actor.agent_id, label, "{}",
                   _now()])
     teams = {task.team_id: task.team for task, _ in results if TeamTask.team.is_cached(task)}
-    done_tasks = []
+    done_tasks, published = [], []
     for row in rows:
         done, blocked_by = _task_from_row(row, actor, teams.get(row[_TEAM_ID_AT]))
         has_dependents, has_delegation, lead_key = row[-3:]
-        event_publish(TeamEventType.COMPLETED, done.team_id, task_as_dict(done, blocked_by=blocked_by), label, {},
-                      owner_key=actor.name, lead_key=lead_key)
+        published.append(event_item(TeamEventType.COMPLETED, done.team_id, task_as_dict(done, blocked_by=blocked_by),
+                                    label, {}, owner_key=actor.name, lead_key=lead_key))
         if has_dependents or has_delegation:
+            events.publish_many(published)  # this task's event before those its finishing publishes
+            published = []
             _finished(done, actor)
         done_tasks.append(done)
+    events.publish_many(published)
     return done_tasks
 
 

@@ -777,11 +777,11 @@ def test_the_one_statement_claim_and_completion_publish_what_the_full_path_would
 
     blocker = claimed(crew, make_task, "blocker")
     waiting = make_task("waiting", blocked_by=[blocker.identifier])
-    with mock.patch("goclaw.events.publish") as publish:
+    with mock.patch("goclaw.events.publish_many") as publish_many:
         svc.task_complete(actor=crew.as_worker, task=blocker, result="done")  # releases `waiting`
         task = svc.task_claim(actor=crew.as_worker2, team=crew.team)
         svc.task_complete(actor=crew.as_worker2, task=task, result="also done")
-    sent = [(c.args[0], c.args[1], c.args[2]) for c in publish.call_args_list]
+    sent = [(name, payload, list(groups)) for c in publish_many.call_args_list for name, payload, groups in c.args[0]]
     assert [name for name, _, _ in sent] == ["team_task.completed", "team_task.unblocked", "team_task.claimed",
                                              "team_task.completed"]
     claim_payload, complete_payload = sent[2][1], sent[3][1]

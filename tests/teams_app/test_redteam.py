@@ -48,8 +48,8 @@ def crew(db):
     return team, lead, alice, bob, rev
 
 
-def published_groups(publish: mock.Mock) -> set[str]:
-    return {group for call in publish.call_args_list for group in call.args[2]}
+def published_groups(publish_many: mock.Mock) -> set[str]:
+    return {group for call in publish_many.call_args_list for _, _, groups in call.args[0] for group in groups}
 
 
 # --- hostile arguments ----------------------------------------------------------------------------------------------
@@ -102,7 +102,7 @@ def test_a_removed_member_gets_no_events_of_the_tasks_it_once_finished(crew, dja
     team_member_remove(actor=STAFF, team=team, agent=alice)
     assert TeamTask.objects.get(pk=task.pk).owner_id == alice.pk  # the board still shows who did it
 
-    with mock.patch("goclaw.events.publish") as publish, django_capture_on_commit_callbacks(execute=True):
+    with mock.patch("goclaw.events.publish_many") as publish, django_capture_on_commit_callbacks(execute=True):
         svc.task_comment(actor=Actor.for_agent(lead), task=task, content="Customer data: see the CRM export")
     groups = published_groups(publish)
     assert f"agent.{alice.key}" not in groups
@@ -117,7 +117,7 @@ def test_an_answer_to_a_removed_owners_question_is_not_mailed_to_it(crew, django
     svc.task_fail(actor=Actor.for_agent(alice), task=task, reason="no access")
     team_member_remove(actor=STAFF, team=team, agent=alice)
 
-    with mock.patch("goclaw.events.publish") as publish, django_capture_on_commit_callbacks(execute=True):
+    with mock.patch("goclaw.events.publish_many") as publish, django_capture_on_commit_callbacks(execute=True):
         svc.task_answer(actor=Actor("user", "ops"), task=task, answer="Account 4411, password in the vault")
     assert not TeamMessage.objects.filter(recipient=alice).exists()
     assert f"agent.{alice.key}" not in published_groups(publish)

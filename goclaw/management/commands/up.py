@@ -90,11 +90,24 @@ def web_command(bindir: Path, host: str, port: int) -> list[str]:
     if settings.WEB_SERVER == "granian":
         return [str(bindir / "granian"), "--interface", "wsgi", "--host", host, "--port", str(port),
                 "--workers", str(settings.WEB_WORKERS), "--blocking-threads", str(settings.WEB_THREADS),
-                "--backlog", "2048", "--respawn-failed-workers", "--workers-kill-timeout", "10",
+                "--backlog", "2048", "--respawn-failed-workers", "--respawn-interval", "1", "--workers-kill-timeout", "10",
                 "--log-level", settings.LOG_LEVEL.lower(), "--no-access-log",
                 "goclaw.wsgi:application"]
     return [str(bindir / "gunicorn"), "goclaw.wsgi:application", "-c",
             str(settings.BASE_DIR / "goclaw" / "gunicorn_conf.py"), "--bind", f"{host}:{port}"]
+
+
+def ws_command(bindir: Path, host: str, port: int) -> list[str]:
+    """The WebSocket server for the ASGI app (GOCLAW_WS_SERVER)."""
+    app = "goclaw.asgi:application"
+    if settings.WS_SERVER == "uvicorn":
+        return [str(bindir / "uvicorn"), app, "--host", host, "--port", str(port), "--workers", str(settings.WS_WORKERS),
+                "--lifespan", "off", "--no-access-log", "--proxy-headers", "--ws", "websockets-sansio"]
+    if settings.WS_SERVER == "granian":
+        return [str(bindir / "granian"), "--interface", "asgi", "--host", host, "--port", str(port),
+                "--workers", str(settings.WS_WORKERS), "--respawn-failed-workers", "--no-access-log",
+                "--log-level", settings.LOG_LEVEL.lower(), app]
+    return [str(bindir / "daphne"), "-b", host, "-p", str(port), "--proxy-headers", app]
 
 
 class Command(BaseCommand):
@@ -144,7 +157,7 @@ class Command(BaseCommand):
         bindir = Path(sys.executable).parent
         children = [
             Child("web", web_command(bindir, host, port), env),
-            Child("websocket", [str(bindir / "daphne"), "-b", host, "-p", str(ws_port), "--proxy-headers", "goclaw.asgi:application"], env),
+            Child("websocket", ws_command(bindir, host, ws_port), env),
             Child("mcp", [str(bindir / "uvicorn"), "mcp_app.server.asgi:application", "--host", host, "--port", str(mcp_port),
                           "--workers", str(settings.MCP_WORKERS), "--lifespan", "on", "--no-access-log"], env),
         ]
