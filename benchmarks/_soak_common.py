@@ -122,15 +122,15 @@ class Platform:
 
     # --- processes --------------------------------------------------------------------------------------------
     def children(self) -> dict[str, int]:
-        """The supervised children of `up` by role (web = gunicorn master, websocket, mcp, worker = qcluster)."""
+        """The supervised children of `up` by role (web = the WSGI server's master, websocket, mcp, worker = qcluster)."""
         roles = {}
         for pid in child_pids(self.up.proc.pid):
             cmd = cmdline(pid)
-            if "gunicorn" in cmd or "granian" in cmd:  # GOCLAW_WEB_SERVER
+            if "goclaw.wsgi:application" in cmd:  # GOCLAW_WEB_SERVER: granian or gunicorn
                 roles["web"] = pid
-            elif "daphne" in cmd:
+            elif "goclaw.asgi:application" in cmd:  # GOCLAW_WS_SERVER: daphne, granian or uvicorn
                 roles["websocket"] = pid
-            elif "uvicorn" in cmd:
+            elif "mcp_app.server.asgi" in cmd:
                 roles["mcp"] = pid
             elif "qcluster" in cmd:
                 roles["worker"] = pid

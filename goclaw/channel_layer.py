@@ -45,19 +45,30 @@ RECONNECT_MAX_DELAY = 5.0
 
 class FastGroupSendPostgresChannelLayer(PostgresChannelLayer):
     last_message_id = 0  # the newest stored message this process's listener handed to a channel queue
+    _listening_loop = None  # the event loop this process's one listener runs on
 
     async def listen_to_all_channels(self) -> None:
         """Listen for this process's channels' messages until shut down, reconnecting whenever the connection is
-        lost."""
-        delay = 0.1
-        while True:
-            try:
-                await self._listen()
-                return
-            except (psycopg.Error, OSError) as exc:
-                logger.warning("channel layer listener lost its connection (%s); reconnecting in %.1f s", exc, delay)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, RECONNECT_MAX_DELAY)
+        lost. One listener per loop: channels_postgres starts one for every receive() that comes before the first
+        has connected (sockets opening together), and each handed out every message again (events 2-8 times)."""
+        loop = asyncio.get_running_loop()
+        if self._listening_loop is loop:
+            return
+        self._listening_loop = loop
+        try:
+            delay = 0.1
+            while True:
+                try:
+                    await self._listen()
+                    return
+                except (psycopg.Error, OSError) as exc:
+                    logger.warning("channel layer listener lost its connection (%s); reconnecting in %.1f s", exc,
+                                   delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RECONNECT_MAX_DELAY)
+        finally:
+            if self._listening_loop is loop:
+                self._listening_loop = None
 
     async def _listen(self) -> None:
         conninfo = psycopg.conninfo.make_conninfo(conninfo="", **self.db_params)

@@ -58,7 +58,7 @@ WEB_THREADS = env_int("GOCLAW_WEB_THREADS", 8, minimum=1, maximum=64)
 # gunicorn gthread here, benchmarks/results/http.json) or gunicorn (gthread, with a per-request worker timeout).
 WEB_SERVER = env_choice("GOCLAW_WEB_SERVER", "granian", ("granian", "gunicorn"))
 # The server `up` runs for the WebSocket endpoint (the ASGI app): daphne, uvicorn (uvloop, websockets) or granian.
-WS_SERVER = env_choice("GOCLAW_WS_SERVER", "daphne", ("daphne", "uvicorn", "granian"))
+WS_SERVER = env_choice("GOCLAW_WS_SERVER", "granian", ("granian", "daphne", "uvicorn"))
 WS_WORKERS = env_int("GOCLAW_WS_WORKERS", 1, minimum=1, maximum=64)  # uvicorn / granian processes
 Q_WORKERS = env_int("GOCLAW_Q_WORKERS", 2, minimum=1, maximum=64)
 

@@ -69,3 +69,34 @@ async def test_the_listener_reconnects_after_losing_its_connection_and_loses_or_
         if channels_postgres.db.connection_pool is not None:
             await channels_postgres.db.connection_pool.close()
             channels_postgres.db.connection_pool = None
+
+
+async def test_sockets_that_start_receiving_together_each_get_every_message_once():
+    # Sockets opening at the same moment each call receive() before the process's listener has connected; each such
+    # call used to start a listener of its own, and every listener handed out every message (events 2-8 times).
+    import asyncio
+
+    import channels_postgres.db
+
+    from goclaw.channel_layer import FastGroupSendPostgresChannelLayer
+    from tests.servers import DaphneProcess
+
+    config = DaphneProcess.channel_layers()["default"]["CONFIG"]
+    layer = FastGroupSendPostgresChannelLayer(**config)
+    try:
+        channels = [await layer.new_channel() for _ in range(20)]
+        for channel in channels:
+            await layer.group_add("crowd", channel)
+        first = [asyncio.ensure_future(layer.receive(channel)) for channel in channels]  # all before any listens
+        await asyncio.sleep(0)
+        await layer.group_send("crowd", {"type": "event.message", "n": 1})
+        assert [m["n"] for m in await asyncio.wait_for(asyncio.gather(*first), 15)] == [1] * 20
+        await layer.group_send("crowd", {"type": "event.message", "n": 2})
+        assert [m["n"] for m in await asyncio.wait_for(
+            asyncio.gather(*(layer.receive(channel) for channel in channels)), 15)] == [2] * 20
+        with pytest.raises(asyncio.TimeoutError):  # and no socket gets either a second time
+            await asyncio.wait_for(asyncio.gather(*(layer.receive(channel) for channel in channels)), 1.5)
+    finally:
+        if channels_postgres.db.connection_pool is not None:
+            await channels_postgres.db.connection_pool.close()
+            channels_postgres.db.connection_pool = None

@@ -1,5 +1,8 @@
 """`up` with either HTTP server (GOCLAW_WEB_SERVER): granian, the default (native-code HTTP handling), which every
-other end-to-end test also runs, and gunicorn. Each answers agents and people, and a killed worker is replaced."""
+other end-to-end test also runs, and gunicorn. Each answers agents and people, and a killed worker is replaced.
+The WebSocket server (GOCLAW_WS_SERVER) is granian by default and daphne with gunicorn here: either delivers an
+agent's events to its socket."""
+import json
 import os
 import signal
 import time
@@ -7,6 +10,7 @@ import time
 import httpx
 import psutil
 import pytest
+from websockets.sync.client import connect
 
 from tests.servers import UpProcess, free_port, manage, up_env
 
@@ -21,14 +25,15 @@ def _cmdline(process: psutil.Process) -> str:
 
 
 def _web_workers(up: UpProcess, server: str) -> list[psutil.Process]:
-    main = [p for p in psutil.Process(up.proc.pid).children() if f"bin/{server}" in _cmdline(p)]
+    main = [p for p in psutil.Process(up.proc.pid).children()
+            if f"bin/{server}" in _cmdline(p) and "goclaw.wsgi:application" in _cmdline(p)]
     assert len(main) == 1, f"up runs one {server} server"
     return [w for w in main[0].children() if "goclaw" in _cmdline(w) or server in _cmdline(w)]
 
 
-@pytest.mark.parametrize("server", ["granian", "gunicorn"])
-def test_the_web_server_serves_the_api_and_the_admin_and_replaces_a_killed_worker(tmp_path, server):
-    env = up_env(tmp_path / "var", GOCLAW_WEB_SERVER=server, GOCLAW_WEB_WORKERS="2",
+@pytest.mark.parametrize("server, ws_server", [("granian", "granian"), ("gunicorn", "daphne")])
+def test_the_web_server_serves_the_api_and_the_admin_and_replaces_a_killed_worker(tmp_path, server, ws_server):
+    env = up_env(tmp_path / "var", GOCLAW_WEB_SERVER=server, GOCLAW_WS_SERVER=ws_server, GOCLAW_WEB_WORKERS="2",
                  GOCLAW_ADMIN_PASSWORD="granian-admin-pw-1", GOCLAW_Q_WORKERS="1")
     up = UpProcess(env, free_port(), free_port(), tmp_path / "up.log")
     try:
@@ -36,9 +41,13 @@ def test_the_web_server_serves_the_api_and_the_admin_and_replaces_a_killed_worke
         manage(env, "create_agent", "served")
         token = manage(env, "issue_token", "served").strip()
         agent = {"Authorization": f"Bearer {token}"}
-        ran = httpx.post(up.base + "/api/v1/tools/execute", headers=agent, timeout=30,
-                         json={"tool": "datetime", "arguments": {"timezone": "UTC"}}).json()
-        assert ran["status"] == "ok" and ran["invocation_id"]
+        with connect(f"ws://127.0.0.1:{up.ws_port}/ws/events/", additional_headers=agent, open_timeout=30) as ws:
+            assert json.loads(ws.recv(timeout=30))["groups"] == ["agent.served"]
+            ran = httpx.post(up.base + "/api/v1/tools/execute", headers=agent, timeout=30,
+                             json={"tool": "datetime", "arguments": {"timezone": "UTC"}}).json()
+            assert ran["status"] == "ok" and ran["invocation_id"]
+            event = json.loads(ws.recv(timeout=30))
+            assert (event["type"], event["payload"]["invocation_id"]) == ("tool.executed", ran["invocation_id"])
         assert httpx.get(up.base + "/api/v1/agents/me", headers={"Authorization": "Bearer nope"}).status_code == 401
 
         with httpx.Client(base_url=up.base, timeout=30) as person:  # a browser's session: cookies and CSRF
