@@ -57,9 +57,9 @@ WEB_THREADS = env_int("GOCLAW_WEB_THREADS", 8, minimum=1, maximum=64)
 # The HTTP server `up` runs for the WSGI app: granian (HTTP handled in native code; measured 2x the requests/s of
 # gunicorn gthread here, benchmarks/results/http.json) or gunicorn (gthread, with a per-request worker timeout).
 WEB_SERVER = env_choice("GOCLAW_WEB_SERVER", "granian", ("granian", "gunicorn"))
-# The server `up` runs for the WebSocket endpoint (the ASGI app): daphne, uvicorn (uvloop, websockets) or granian.
-WS_SERVER = env_choice("GOCLAW_WS_SERVER", "granian", ("granian", "daphne", "uvicorn"))
-WS_WORKERS = env_int("GOCLAW_WS_WORKERS", 1, minimum=1, maximum=64)  # uvicorn / granian processes
+# The server `up` runs for the WebSocket endpoint (the ASGI app): granian or daphne.
+WS_SERVER = env_choice("GOCLAW_WS_SERVER", "granian", ("granian", "daphne"))
+WS_WORKERS = env_int("GOCLAW_WS_WORKERS", 1, minimum=1, maximum=64)  # granian processes
 Q_WORKERS = env_int("GOCLAW_Q_WORKERS", 2, minimum=1, maximum=64)
 
 ALLOWED_HOSTS = env_list("GOCLAW_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
