@@ -6,13 +6,14 @@ process, sends `principal.ended` (close) or `principal.changed` (re-check) there
 closes with 4401. The socket also re-checks itself at the token's or session's expiry and every
 RECHECK_SECONDS, for changes that send no signal (queryset `update()`, raw SQL, a lost layer message).
 Which tokens are valid and which groups staff may join, apps register in `goclaw.realtime` (goclaw imports no app).
+Groups are joined through this process's hub (`goclaw.fanout`): one layer subscription per group, each event
+encoded once, then handed to each socket's outbox in order with the control messages.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import random
-import time
 from datetime import datetime
 from importlib import import_module
 from urllib.parse import parse_qs, urlparse
@@ -26,6 +27,7 @@ from channels.sessions import CookieMiddleware, SessionMiddleware
 from goclaw import realtime
 from goclaw.api import bearer_from_header
 from goclaw.events import agent_group, principal_group, session_principal_group
+from goclaw.fanout import Outbox, hub_for
 
 CLOSE_UNAUTHENTICATED = 4401
 
@@ -129,10 +131,11 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         self.groups_joined: set[str] = set()
+        self.hub = hub_for(self.channel_layer)
+        self.outbox = Outbox(self._from_hub)
         self.ended = False
         self.deadline: datetime | None = None
         self._watcher: asyncio.Task | None = None
-        self._joined_at = time.monotonic()
         if self.agent is not None:
             token = self.scope["agent_token"]
             self.principal: tuple = ("token", token.pk)
@@ -155,10 +158,29 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
             await self._join(agent_group(self.agent.key))
         await self.send_json({"type": "welcome", "groups": sorted(g for g in self.groups_joined if not g.startswith("principal.")),
                               "principal": f"agent:{self.agent.key}" if self.agent else f"staff:{user.username}"})
+        self.outbox.open()  # what arrived meanwhile follows the welcome
 
     async def _join(self, group: str) -> None:
-        await self.channel_layer.group_add(group, self.channel_name)
+        await self.hub.join(group, self)
         self.groups_joined.add(group)
+
+    async def _leave(self, group: str) -> None:
+        self.groups_joined.discard(group)
+        await self.hub.leave(group, self)
+
+    def deliver(self, item: str | dict) -> None:
+        """From this process's hub (goclaw.fanout): an event's frame, or a control message for the principal."""
+        if not self.ended:
+            self.outbox.put(item)
+
+    async def _from_hub(self, item: str | dict) -> None:
+        if isinstance(item, str):
+            if not self.ended:
+                await self.send(text_data=item)
+        elif item.get("type") == "principal.ended":
+            await self.principal_ended(item)
+        elif item.get("type") == "principal.changed":
+            await self.principal_changed(item)
 
     def _may_join(self, group: str) -> bool:
         if self.agent is not None:
@@ -177,8 +199,7 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
                 await self._join(group)
                 await self.send_json({"type": "subscribed", "group": group})
             else:
-                await self.channel_layer.group_discard(group, self.channel_name)
-                self.groups_joined.discard(group)
+                await self._leave(group)
                 await self.send_json({"type": "unsubscribed", "group": group})
         else:
             await self.send_json({"type": "error", "code": "bad_request",
@@ -197,16 +218,6 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
         self._stop_watching()
         await self._leave_all()
 
-    async def dispatch(self, message):
-        # Events are by far the most frequent message and touch no database: they skip Channels' per-message
-        # close_old_connections, a hop to the one database thread that serialised every socket's every event
-        # (0.67 ms a delivery, 1,000 sockets: 0.35-0.6 s before the last saw an event; benchmarks/bench_ws_fanout.py).
-        # Everything else (connect, frames from the client, principal checks) keeps it.
-        if message["type"] == "event.message":
-            await self.event_message(message)
-        else:
-            await super().dispatch(message)
-
     async def event_message(self, message):
         if self.ended:  # already queued for this channel when the principal ended
             return
@@ -221,7 +232,7 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
         if self.ended:
             return
         deadline = self.deadline
-        # Awaited in the dispatch loop: events queued behind this message wait for the answer.
+        # Awaited by the socket's outbox writer: events queued behind this message wait for the answer.
         checked = await self._recheck()
         if not self.ended and (not checked or self.deadline != deadline):
             self._watch_from(self.RETRY_SECONDS if not checked else None)
@@ -246,9 +257,11 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
         await self._leave_all()
 
     async def _leave_all(self) -> None:
+        outbox = getattr(self, "outbox", None)
+        if outbox is not None:
+            outbox.close()
         for group in list(getattr(self, "groups_joined", ())):
-            await self.channel_layer.group_discard(group, self.channel_name)
-        self.groups_joined = set()
+            await self._leave(group)
 
     def _watch_from(self, first_delay: float | None) -> None:
         self._stop_watching()
@@ -261,11 +274,10 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
         self._watcher = None
 
     async def _watch(self, delay: float | None) -> None:
-        """Re-check at the principal's expiry and every RECHECK_SECONDS (jittered so sockets do not move in step);
-        renew group memberships before the layer's group expiry would drop them."""
+        """Re-check at the principal's expiry and every RECHECK_SECONDS (jittered so sockets do not move in step).
+        (This process's hub renews the group memberships.)"""
         from django.utils import timezone
 
-        renew_every = (getattr(self.channel_layer, "group_expiry", 0) or 0) / 2  # 0: memberships never expire
         while not self.ended:
             if delay is None:
                 delay = self.RECHECK_SECONDS * random.uniform(0.9, 1.1)
@@ -273,10 +285,3 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
                     delay = min(delay, max((self.deadline - timezone.now()).total_seconds(), 0.0) + 0.05)
             await asyncio.sleep(delay)
             delay = None if await self._recheck() else self.RETRY_SECONDS
-            if not self.ended and renew_every and time.monotonic() - self._joined_at > renew_every:
-                self._joined_at = time.monotonic()
-                try:
-                    for group in list(self.groups_joined):
-                        await self.channel_layer.group_add(group, self.channel_name)
-                except Exception:
-                    logger.exception("renewing WebSocket group memberships failed")

@@ -53,7 +53,8 @@ def principal_changed(groups: Iterable[str]) -> None:
 
 
 def _control(message_type: str, groups: Iterable[str]) -> None:
-    messages = [(g, {"type": message_type}) for g in dict.fromkeys(groups) if GROUP_NAME_RE.match(g)]
+    # Each message names its group: a process's hub (goclaw.fanout) hands it to that group's sockets.
+    messages = [(g, {"type": message_type, "group": g}) for g in dict.fromkeys(groups) if GROUP_NAME_RE.match(g)]
     if messages:
         transaction.on_commit(lambda: _deliver(messages))
 

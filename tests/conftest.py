@@ -158,3 +158,21 @@ def redis_url():
     url = f"redis://127.0.0.1:6379/{15 - int(worker.removeprefix('gw') or 0) % 12}"
     redis.Redis.from_url(url).flushdb()
     return url
+
+
+@pytest.fixture
+def published_events(monkeypatch):
+    """Every event published during the test, as (event_type, payload, the layer messages it became), in order."""
+    from goclaw import events
+
+    sent = []
+    real = events._batch_messages
+
+    def recording(items):
+        messages = real(items)
+        for event_type, payload, groups in items:
+            sent.append((event_type, payload, [m for g, m in messages if m["event"] == event_type and g in groups]))
+        return messages
+
+    monkeypatch.setattr(events, "_batch_messages", recording)
+    return sent

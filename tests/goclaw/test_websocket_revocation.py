@@ -202,7 +202,8 @@ async def test_an_event_already_queued_behind_the_close_is_dropped():
     socket = await _agent_socket(plain)
     layer = get_channel_layer()
     # Both land in the socket's channel before the consumer handles either.
-    await layer.group_send(events.principal_group("token", token.pk), {"type": "principal.ended"})
+    control = events.principal_group("token", token.pk)
+    await layer.group_send(control, {"type": "principal.ended", "group": control})
     await layer.group_send(f"agent.{agent.key}", events._message("test.queued", {}, f"agent.{agent.key}"))
     assert await _closed_with_4401(socket, f"agent.{agent.key}")
 

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 import requests
 
-from goclaw import events
 from mcp_app.models import MCPServer, MCPTool
 from mcp_app.services import grants
 from mcp_app.services.connections import server_tools_refresh
@@ -111,10 +110,8 @@ def test_each_users_own_credentials_reach_the_server_only_on_that_users_calls(mc
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_tool_whose_description_changes_is_quarantined_until_a_person_approves_it(mcp_server, monkeypatch):
-    sent = []
-    real = events._messages
-    monkeypatch.setattr(events, "_messages", lambda *a: sent.append(a[:2]) or real(*a))
+def test_a_tool_whose_description_changes_is_quarantined_until_a_person_approves_it(mcp_server, published_events):
+    sent = published_events
     srv = mcp_server()
     server = register(srv)
     agent = make_agent()
@@ -131,7 +128,7 @@ def test_a_tool_whose_description_changes_is_quarantined_until_a_person_approves
     assert tool.status == "quarantined" and tool.flags
     refused = call(agent, "mcp_demo__echo", {"text": "after"})
     assert refused.status == "denied"  # not in the catalog any more
-    assert any(kind == "mcp.tool_changed" and payload.get("tool") == "echo" for kind, payload in sent)
+    assert any(kind == "mcp.tool_changed" and payload.get("tool") == "echo" for kind, payload, _ in sent)
     assert call(agent, "mcp_demo__add", {"a": 1, "b": 1}).status == "ok"  # the others are untouched
 
     mcp_tool_approve(actor="reviewer", tool=tool)

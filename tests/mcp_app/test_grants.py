@@ -8,7 +8,6 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from goclaw import events
 from goclaw.errors import ApplicationError, Conflict
 from mcp_app.choices import ToolStatus
 from mcp_app.config import ToolDefinition
@@ -47,11 +46,8 @@ def visible(agent, user_id=""):
 
 
 @pytest.fixture
-def published(monkeypatch):
-    sent = []
-    real = events._messages
-    monkeypatch.setattr(events, "_messages", lambda *a: sent.append(a[:2]) or real(*a))
-    return sent
+def published(published_events):
+    return published_events
 
 
 @pytest.mark.django_db
@@ -243,9 +239,9 @@ def test_approving_an_access_request_creates_the_grant_and_tells_staff_and_the_a
     assert visible(agent) == ["mcp_files__alpha"]
     with pytest.raises(Conflict):
         grants.access_request_review(actor="other", request=request, decision="reject")
-    kinds = [kind for kind, payload in published]
+    kinds = [kind for kind, _, _ in published]
     assert "mcp.access_requested" in kinds and "mcp.access_reviewed" in kinds
-    reviewed = next(payload for kind, payload in published if kind == "mcp.access_reviewed")
+    reviewed = next(payload for kind, payload, _ in published if kind == "mcp.access_reviewed")
     assert reviewed["status"] == "approved" and reviewed["agent"] == agent.key
 
 

@@ -13,7 +13,7 @@ import requests
 from django.core.management import call_command
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
-from goclaw import crypto, events
+from goclaw import crypto
 from goclaw.errors import ValidationError
 from tests.factories import make_agent
 from tests.servers import CatalogWatcher, DaphneProcess, free_port, up_env
@@ -258,10 +258,8 @@ def test_a_dangerous_rendered_template_is_refused_by_the_security_hook():
 # --- the env: sealed, write-only, injected, scrubbed --------------------------------------------------------------
 
 @pytest.mark.django_db
-def test_the_env_reaches_the_command_but_not_the_output_logs_audit_rows_or_events(monkeypatch, caplog):
-    sent = []
-    real_messages = events._messages
-    monkeypatch.setattr(events, "_messages", lambda *a: sent.append(real_messages(*a)) or sent[-1])
+def test_the_env_reaches_the_command_but_not_the_output_logs_audit_rows_or_events(monkeypatch, caplog,
+                                                                                 published_events):
     monkeypatch.setenv("GOCLAW_PLATFORM_ONLY", "platform-value-never-in-child")
     agent = make_agent()
     with caplog.at_level(logging.DEBUG):
@@ -277,6 +275,8 @@ def test_the_env_reaches_the_command_but_not_the_output_logs_audit_rows_or_event
     assert crypto.decrypt_json(row.env_sealed, associated_data=f"tools_app.CustomTool:{row.pk}:env") == \
         {"API_TOKEN": SECRET}
     audit = json.dumps([list(r.values()) for r in ToolInvocation.objects.values()], default=str)
+    sent = [messages for _, _, messages in published_events]
+    assert sent  # the call's tool.executed event at least
     for where, text in (("output", json.dumps(out.as_dict())), ("audit rows", audit), ("logs", caplog.text),
                         ("events", json.dumps(sent, default=str))):
         assert SECRET not in text, where
