@@ -127,7 +127,9 @@ async def run(platform: Platform, token: str, clients: int, events: int, gap: fl
                                   "p99": round(percentile(per_event_all, 99), 1) if per_event_all else None,
                                   "max": round(max(per_event_all), 1) if per_event_all else None},
             "per_client_ms": {"p50": round(percentile(per_client, 50), 1) if per_client else None,
-                              "p99": round(percentile(per_client, 99), 1) if per_client else None}}
+                              "p99": round(percentile(per_client, 99), 1) if per_client else None},
+            "to_all_clients_ms_per_event": [round(max(arrivals[i]) * 1000, 1) if arrivals.get(i) else None
+                                            for i in sent]}
 
 
 def _tree(pid: int) -> list[psutil.Process]:

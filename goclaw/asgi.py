@@ -12,3 +12,7 @@ from channels.routing import ProtocolTypeRouter  # noqa: E402
 from goclaw.routing import websocket_application  # noqa: E402
 
 application = ProtocolTypeRouter({"http": django_asgi_app, "websocket": websocket_application})
+
+from goclaw.warm import settle  # noqa: E402
+
+settle()

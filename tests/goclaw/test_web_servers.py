@@ -73,3 +73,23 @@ def test_the_web_server_serves_the_api_and_the_admin_and_replaces_a_killed_worke
         assert up.proc.poll() is None
     finally:
         assert up.stop() == 0
+
+
+@pytest.mark.parametrize("module", ["goclaw.wsgi", "goclaw.asgi"])
+def test_a_server_process_freezes_what_it_loaded_at_start_out_of_the_collectors_reach(module, tmp_path):
+    # Full collections walked Django's hundreds of thousands of import-time objects: pauses of ~220 ms in which a
+    # WebSocket server with 1,000 sockets delivered nothing (benchmarks/bench_ws_fanout.py).
+    import subprocess
+    import sys
+
+    from tests.servers import ROOT
+
+    probe = (f"import gc, {module}, sys; from goclaw.warm import GC_THRESHOLDS; "
+             "from django.urls import get_resolver; "
+             "print(gc.get_freeze_count(), gc.get_threshold() == GC_THRESHOLDS, "
+             "'tools_app.api' in sys.modules or 'tools_app.views' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         env={**up_env(tmp_path / "var"), "DJANGO_SETTINGS_MODULE": "goclaw.settings"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    frozen, thresholds, views_loaded = out.stdout.split()
+    assert int(frozen) > 100_000 and thresholds == "True" and views_loaded == "True"
