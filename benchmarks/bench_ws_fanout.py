@@ -185,7 +185,7 @@ def settings_ws_server() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--clients", type=int, default=1000)
-    parser.add_argument("--events", type=int, default=50)
+    parser.add_argument("--events", type=int, default=200)
     parser.add_argument("--gap", type=float, default=1.0, help="seconds between events (one event drains before the next)")
     parser.add_argument("--layers", default="redis,postgres", help="channel layers to run: redis (REDIS_URL), postgres (default)")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/9", help="flushed first")

@@ -117,9 +117,13 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
     async def __call__(self, scope, receive, send):
         try:
             await super().__call__(scope, receive, send)
-        finally:  # however the consumer stops (disconnect, error, cancellation), its re-check timer stops too
-            self.ended = True
+        finally:  # however the consumer stops (disconnect, error, cancellation), its re-check timer stops too,
+            self.ended = True  # and the hub forgets it
             self._stop_watching()
+            if getattr(self, "outbox", None) is not None:
+                self.outbox.close()
+                self.hub.forget(self, self.groups_joined)
+                self.groups_joined = set()
 
     async def connect(self):
         self.agent = self.scope.get("agent")

@@ -62,6 +62,23 @@ class Hub:
                 del self.members[group]
                 await self.layer.group_discard(group, self.channel)
 
+    def forget(self, member: Member, groups) -> None:
+        """Drop `member` from `groups` without waiting (a socket that stopped however it stopped); the layer
+        memberships of groups left empty are dropped in the background."""
+        for group in list(groups):
+            members = self.members.get(group)
+            if members is not None and members.pop(member, 0) is None and not members:
+                asyncio.ensure_future(self._discard_if_empty(group))
+
+    async def _discard_if_empty(self, group: str) -> None:
+        async with self.lock:
+            if self.members.get(group) == {}:
+                del self.members[group]
+                try:
+                    await self.layer.group_discard(group, self.channel)
+                except Exception:
+                    logger.exception("the event hub could not leave group %s", group)
+
     async def _read(self) -> None:
         delay = 0.1
         while True:
