@@ -121,3 +121,32 @@ async def test_garbage_messages_get_error_events_and_the_socket_stays_open():
     await communicator.send_json_to({"action": "ping"})
     assert (await communicator.receive_json_from())["type"] == "pong"
     await communicator.disconnect()
+
+
+async def test_the_sockets_of_one_process_share_one_layer_subscription_per_group():
+    # One event to a group of many sockets is one layer message for the process, encoded once (goclaw.fanout).
+    from channels.layers import get_channel_layer
+
+    agent, token = await _agent_and_token()
+    sockets = []
+    for _ in range(3):
+        communicator, connected, _ = await _connect("/ws/events/", [(b"authorization", f"Bearer {token}".encode())])
+        assert connected and (await communicator.receive_json_from())["type"] == "welcome"
+        sockets.append(communicator)
+    layer = get_channel_layer()
+    group = f"agent.{agent.key}"
+    assert len(layer.groups[group]) == 1  # the process's hub, not three channels
+
+    await database_sync_to_async(events.publish)("test.shared", {"n": 1}, [group])
+    for communicator in sockets:
+        event = await communicator.receive_json_from(timeout=5)
+        assert (event["type"], event["payload"], event["group"]) == ("test.shared", {"n": 1}, group)
+
+    await sockets[0].disconnect()
+    await database_sync_to_async(events.publish)("test.shared", {"n": 2}, [group])
+    for communicator in sockets[1:]:
+        assert (await communicator.receive_json_from(timeout=5))["payload"] == {"n": 2}
+    assert await sockets[0].receive_nothing(timeout=0.2)
+    for communicator in sockets[1:]:
+        await communicator.disconnect()
+    assert not layer.groups.get(group)  # the last socket gone, the process leaves the group
