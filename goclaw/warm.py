@@ -15,8 +15,11 @@ def settle() -> None:
     as the process anyway; left to the collector, every full collection walked all of them again: ~220 ms during
     which a WebSocket server with 1,000 sockets delivered nothing, every ~10 events (benchmarks/bench_ws_fanout.py;
     ~110-160 ms after the freeze alone)."""
+    from django.conf import settings
     from django.urls import get_resolver
 
+    if settings.TESTING:  # a test process imports the app to call it in-process: its collector stays as it is
+        return
     get_resolver().url_patterns  # noqa: B018 - imported for its side effect
     gc.collect()
     gc.freeze()
