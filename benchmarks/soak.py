@@ -30,11 +30,19 @@ EVENT_MARGIN_BEFORE = 1.0  # an invocation counts for a socket from 1 s after it
 EVENT_MARGIN_AFTER = 2.0   # ... until 2 s before it closed (the sender thread coalesces 50 ms; delivery is async)
 
 
-def default_rate() -> float:
+def default_rate() -> tuple[float, str]:
+    """Half the mix's measured maximum (a 1-minute run far above it: results/soak_max_probe.json, ops sent a second),
+    else half the execute figure of results/http.json (an upper bound: the mix is slower than `datetime` calls)."""
     try:
-        return round(json.loads((RESULTS / "http.json").read_text())["tools_execute"]["rps"] / 2, 1)
+        probe = json.loads((RESULTS / "soak_max_probe.json").read_text())
+        return round(probe["ops_sent"] / (probe["minutes"] * 60) / 2, 1), "half the mix's maximum (results/soak_max_probe.json)"
+    except (OSError, KeyError, ValueError, ZeroDivisionError):
+        pass
+    try:
+        return round(json.loads((RESULTS / "http.json").read_text())["tools_execute"]["rps"] / 2, 1), \
+            "half of results/http.json tools_execute rps"
     except (OSError, KeyError, ValueError):
-        return 100.0
+        return 100.0, "default"
 
 
 class Recorder:
@@ -383,7 +391,7 @@ def main() -> None:
     parser.add_argument("--redis-url", default=None, help="run the platform with REDIS_URL (its db is flushed first)")
     parser.add_argument("--name", default="soak", help="results/<name>.json")
     args = parser.parse_args()
-    rate = args.rate or default_rate()
+    rate, rate_source = (args.rate, "--rate") if args.rate else default_rate()
     extra = {"GOCLAW_WEB_WORKERS": "2"}
     if args.redis_url:
         redis_flush(args.redis_url)
@@ -414,7 +422,7 @@ def main() -> None:
         errors_out = sum(1 for r in outside if r[2] == 0)
         result = {
             "mode": "faults" if args.faults else "soak", "minutes": args.minutes, "rate_ops_per_s": rate,
-            "rate_source": "--rate" if args.rate else "half of results/http.json tools_execute rps",
+            "rate_source": rate_source,
             "mix": MIX, "max_inflight": MAX_INFLIGHT, "websocket_subscribers": SUBSCRIBERS,
             "channel_layer": "redis pubsub" if args.redis_url else "postgres (default, no REDIS_URL)",
             "startup_to_healthy_s": round(startup, 2),
