@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 import weakref
 from collections import deque
 from typing import Protocol
@@ -40,13 +39,14 @@ class Hub:
         self.members: dict[str, dict[Member, None]] = {}  # group -> its local sockets, in join order
         self.lock = asyncio.Lock()
         self.reader: asyncio.Task | None = None
-        self.renewed_at = time.monotonic()
+        self.renewer: asyncio.Task | None = None
 
     async def join(self, group: str, member: Member) -> None:
         async with self.lock:
             if self.channel is None:
                 self.channel = await self.layer.new_channel()
                 self.reader = asyncio.ensure_future(self._read())
+                self.renewer = asyncio.ensure_future(self._renew())
             members = self.members.setdefault(group, {})
             if not members:
                 await self.layer.group_add(group, self.channel)
@@ -97,20 +97,18 @@ class Hub:
                 item = frame(message) if message.get("type") == "event.message" else message
                 for member in list(members):
                     member.deliver(item)
-            await self._renew()
 
     async def _renew(self) -> None:
-        """Join the hub's groups again before the layer's group expiry would drop them (a long-lived group)."""
+        """Join the hub's groups again at half the layer's group expiry, so a long-lived group is never dropped."""
         renew_every = (getattr(self.layer, "group_expiry", 0) or 0) / 2
-        if not renew_every or time.monotonic() - self.renewed_at < renew_every:
-            return
-        self.renewed_at = time.monotonic()
-        try:
-            async with self.lock:
-                for group in list(self.members):
-                    await self.layer.group_add(group, self.channel)
-        except Exception:
-            logger.exception("renewing the event hub's group memberships failed")
+        while renew_every:
+            await asyncio.sleep(renew_every)
+            try:
+                async with self.lock:
+                    for group in list(self.members):
+                        await self.layer.group_add(group, self.channel)
+            except Exception:
+                logger.exception("renewing the event hub's group memberships failed")
 
 
 # One hub per event loop and channel layer (a test's loop, a server's loop).

@@ -1,3 +1,5 @@
+import json
+
 import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
@@ -150,3 +152,30 @@ async def test_the_sockets_of_one_process_share_one_layer_subscription_per_group
     for communicator in sockets[1:]:
         await communicator.disconnect()
     assert not layer.groups.get(group)  # the last socket gone, the process leaves the group
+
+
+async def test_the_hub_keeps_its_groups_past_the_layers_group_expiry():
+    # A group quiet for longer than the layer's group expiry (a day by default) still hears its next event.
+    import asyncio
+
+    from channels.layers import InMemoryChannelLayer
+
+    from goclaw.fanout import Hub
+
+    layer, received = InMemoryChannelLayer(group_expiry=1), []
+
+    class Socket:
+        def deliver(self, item):
+            received.append(item)
+
+    hub = Hub(layer)
+    await hub.join("agent.quiet", Socket())
+    await asyncio.sleep(2.5)
+    await layer.group_send("agent.quiet", events._message("test.late", {"n": 1}, "agent.quiet"))
+    for _ in range(50):
+        if received:
+            break
+        await asyncio.sleep(0.05)
+    assert [json.loads(item)["type"] for item in received] == ["test.late"]
+    hub.reader.cancel()
+    hub.renewer.cancel()
