@@ -222,11 +222,6 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
         self._stop_watching()
         await self._leave_all()
 
-    async def event_message(self, message):
-        if self.ended:  # already queued for this channel when the principal ended
-            return
-        await self.send_json({"type": message["event"], "group": message["group"], "payload": message["payload"], "ts": message["ts"]})
-
     # --- the principal's life ---------------------------------------------------------------------------------
 
     async def principal_ended(self, message):

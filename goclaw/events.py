@@ -70,13 +70,9 @@ def _batch_messages(items: list[tuple[str, dict[str, Any], list[str]]]) -> list[
             for (event_type, _, groups), body in zip(items, bodies) for g in groups]
 
 
-def _messages(event_type: str, payload: dict[str, Any], groups: list[str]) -> list[tuple[str, dict[str, Any]]]:
-    return _batch_messages([(event_type, payload, groups)])
-
-
 def _message(event_type: str, payload: dict[str, Any], group: str) -> dict[str, Any]:
     """The message one group receives for an event (tests send such messages straight to the layer)."""
-    return _messages(event_type, payload, [group])[0][1]
+    return _batch_messages([(event_type, payload, [group])])[0][1]
 
 
 def publish(event_type: str, payload: dict[str, Any], groups: Iterable[str]) -> None:

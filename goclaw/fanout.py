@@ -52,25 +52,24 @@ class Hub:
                 await self.layer.group_add(group, self.channel)
             members[member] = None
 
+    def _remove(self, group: str, member: Member) -> bool:
+        """Take `member` out of `group`; True when that left the group without local sockets."""
+        members = self.members.get(group)
+        return members is not None and members.pop(member, 0) is None and not members
+
     async def leave(self, group: str, member: Member) -> None:
-        async with self.lock:
-            members = self.members.get(group)
-            if members is None or member not in members:
-                return
-            del members[member]
-            if not members:
-                del self.members[group]
-                await self.layer.group_discard(group, self.channel)
+        if self._remove(group, member):
+            await self._discard_if_empty(group)
 
     def forget(self, member: Member, groups) -> None:
         """Drop `member` from `groups` without waiting (a socket that stopped however it stopped); the layer
         memberships of groups left empty are dropped in the background."""
         for group in list(groups):
-            members = self.members.get(group)
-            if members is not None and members.pop(member, 0) is None and not members:
+            if self._remove(group, member):
                 asyncio.ensure_future(self._discard_if_empty(group))
 
     async def _discard_if_empty(self, group: str) -> None:
+        """Leave `group` in the layer unless a socket joined it again meanwhile."""
         async with self.lock:
             if self.members.get(group) == {}:
                 del self.members[group]
