@@ -2,88 +2,163 @@
 from __future__ import annotations
 
 import re
-import weakref
+import threading
 from typing import Any, Sequence
 
-from django.db import connection
-from django.db.models import Model
+import orjson
+import psycopg
+from django.db import connection, connections
+from django.db.models import FileField, Model
 
 _PLACEHOLDER_RE = re.compile(r"\$([1-9][0-9]*)(?![0-9])")
-_NAME_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-_PREPARED_SQL: dict[str, str] = {}  # name -> PREPARE text: one name never stands for two statements
+
+
+class _BindingCursor(psycopg.Cursor):
+    """Parameters bound on the server, the statement unnamed (what a transaction-pooling proxy can carry). Keeps the
+    statement it ran where Django's query log looks for it (the SQL with its $n placeholders; values apart)."""
+
+    def _convert_query(self, query, params=None):
+        self._query = super()._convert_query(query, params)
+        return self._query
+
+
+class _PreparingCursor(_BindingCursor):
+    """…and every statement it runs prepared once per connection (Django's own cursors quote parameters into the SQL
+    text on the client, and prepare nothing)."""
+
+    def execute(self, query, params=None, *, prepare=None, binary=None):
+        return super().execute(query, params, prepare=True, binary=binary)
 
 
 class PreparedStatement:
-    """A hot statement PostgreSQL parses and plans once per connection (`PREPARE`), then only runs (`EXECUTE`).
-    For the rate-limit statement parsing and planning cost more than running it (measured 280 -> 110 µs a call).
-    Django switches psycopg's own preparation off, hence SQL-level PREPARE through Django's cursor (so it is
-    logged and counted like any query). A prepared statement belongs to the server session and survives
-    rollbacks; a new connection prepares it again. The statement is sent whole every time instead behind a
-    transaction-pooling proxy, which keeps no session (Django's setting for that case, DISABLE_SERVER_SIDE_CURSORS),
-    and with server-side binding (OPTIONS server_side_binding), where the driver binds and may prepare it itself.
+    """A hot statement that PostgreSQL parses and plans once per connection and then only runs, its parameters
+    bound on the server (no quoting into the SQL text: for the rate-limit take and the audit INSERT that quoting
+    and the parsing of literals cost more than running the statement). psycopg keeps the connection's prepared
+    statements (a new connection prepares again; one prepared is reused after a rollback as long as it still
+    exists). Behind a transaction-pooling proxy, which keeps no session (Django's DISABLE_SERVER_SIDE_CURSORS),
+    the statement is sent whole each time, still with its parameters bound on the server.
 
-    `sql` uses PostgreSQL's own placeholders ($1, $2, ... , each may repeat) and holds no `%`; `types` gives a
-    type per placeholder, or is empty to let PostgreSQL infer them (an INSERT's columns)."""
+    Runs through Django's cursor wrapper, so it is logged, counted and wrapped like any query. `sql` uses
+    PostgreSQL's placeholders ($1, $2, …, each may repeat) and holds no `%`."""
 
-    def __init__(self, name: str, sql: str, types: Sequence[str] = ()):
-        if not _NAME_RE.match(name):
-            raise ValueError(f"PreparedStatement: {name!r} is not a plain lower-case SQL name")
+    def __init__(self, sql: str):
         if "%" in sql:
             raise ValueError("PreparedStatement: the SQL must not contain '%' (it is also run through the driver)")
-        count = max((int(n) for n in _PLACEHOLDER_RE.findall(sql)), default=0)
-        if types and len(types) != count:
-            raise ValueError(f"PreparedStatement {name}: {len(types)} types for {count} placeholders")
-        self.name = name
-        self.param_count = count
-        self.prepare_sql = f"PREPARE {name}{' (' + ', '.join(types) + ')' if types else ''} AS {sql}"
-        # A connection that already holds `name` runs it as it is: two statements under one name would mix up.
-        if _PREPARED_SQL.setdefault(name, self.prepare_sql) != self.prepare_sql:
-            raise ValueError(f"PreparedStatement: the name {name} is already used by another statement")
-        self.execute_sql = f"EXECUTE {name}" + (f" ({', '.join(['%s'] * count)})" if count else "")
-        self.direct_sql = _PLACEHOLDER_RE.sub(lambda m: f"%(p{m.group(1)})s", sql)
-        self._prepared_on: weakref.WeakSet = weakref.WeakSet()  # the DB-API connections that hold it
+        self.param_count = max((int(n) for n in _PLACEHOLDER_RE.findall(sql)), default=0)
+        self.sql = _PLACEHOLDER_RE.sub(lambda m: f"%(p{m.group(1)})s", sql)
 
-    def execute(self, cursor, params: Sequence[Any]) -> None:
-        """Run the statement on `cursor` (a Django cursor) with `params` for $1, $2, ..."""
+    def run(self, params: Sequence[Any], using: str = "default") -> list[tuple]:
+        """Run the statement with `params` for $1, $2, … on the `using` connection; the rows it returns."""
         if len(params) != self.param_count:
-            raise ValueError(f"PreparedStatement {self.name}: {len(params)} parameters for {self.param_count} placeholders")
-        db = cursor.db
-        if db.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS") or db.settings_dict.get("OPTIONS", {}).get("server_side_binding"):
-            cursor.execute(self.direct_sql, {f"p{i}": value for i, value in enumerate(params, 1)})
-            return
-        raw = db.connection
-        if raw not in self._prepared_on:
-            # Looked up first, not assumed absent: a PREPARE whose answer never reached us would otherwise make
-            # every later call on this connection fail (a duplicate name), and an error would abort a transaction.
-            cursor.execute("SELECT 1 FROM pg_prepared_statements WHERE name = %s", [self.name])
-            if cursor.fetchone() is None:
-                cursor.execute(self.prepare_sql)
-            self._prepared_on.add(raw)
-        cursor.execute(self.execute_sql, params)
+            raise ValueError(f"PreparedStatement: {len(params)} parameters for {self.param_count} placeholders")
+        db = connections[using]
+        db.close_if_health_check_failed()
+        db.ensure_connection()
+        pooled = db.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS")
+        with db.wrap_database_errors:
+            raw = db.connection
+            if raw.prepare_threshold is None:  # Django turns psycopg's own preparing off; explicit requests only
+                raw.prepare_threshold = 2**31 - 1
+            cursor = db._prepare_cursor((_BindingCursor if pooled else _PreparingCursor)(raw))
+        with cursor:
+            cursor.execute(self.sql, {f"p{i}": value for i, value in enumerate(params, 1)})
+            return cursor.fetchall() if cursor.description else []
 
 
 class FastInsert:
-    """`INSERT` of one row, prepared once per connection instead of compiled by the ORM and planned by PostgreSQL
-    on every call (audit rows are written on every tool call). Field defaults and `pre_save` hooks apply as with
-    `objects.create()`; no signals are sent."""
+    """`INSERT` of one row, prepared once per connection with its values bound on the server, instead of compiled
+    by the ORM, quoted into SQL and planned by PostgreSQL on every call (audit rows are written on every tool
+    call). Field defaults apply as with `objects.create()`; no model instance is built and no signals are sent.
+
+    Group commit: rows that threads of this process insert at the same moment (outside any transaction) go to
+    PostgreSQL together: the first thread to arrive writes every row queued by then in one statement and one
+    synchronous commit, and each thread returns only once the commit holding its row is done. A lone caller
+    writes its row at once, without a hand-over. A row inside a caller's transaction is written in that
+    transaction, alone. When a batch fails, each of its threads writes its own row again on its own connection, so
+    one bad row (or connection) never costs another call its row."""
+
+    MAX_BATCH = 256
 
     def __init__(self, model: type[Model]):
         self.model = model
         self.fields = list(model._meta.concrete_fields)
-        columns = ", ".join(connection.ops.quote_name(f.column) for f in self.fields)
-        placeholders = ", ".join(f"${i}" for i in range(1, len(self.fields) + 1))
+        special = [f.name for f in self.fields if getattr(f, "auto_now", False) or getattr(f, "auto_now_add", False)
+                   or isinstance(f, FileField)]
+        if special:  # their value comes from pre_save, which needs an instance
+            raise ValueError(f"FastInsert({model.__name__}): fields with their own pre_save: {special}")
+        self.defaults = {f.attname: f.get_default for f in self.fields}
+        quote = connection.ops.quote_name
+        columns = ", ".join(quote(f.column) for f in self.fields)
+        record = ", ".join(f"{quote(f.attname)} {f.db_type(connection)}" for f in self.fields)
+        self.pk = model._meta.pk
+        # The rows travel as one JSON text (a list of objects keyed by attname): one parameter binds far faster than
+        # a parameter (or an array) per column, and one statement serves a row and a batch alike.
         self.statement = PreparedStatement(
-            f"goclaw_insert_{model._meta.db_table}"[:63],
-            f"INSERT INTO {connection.ops.quote_name(model._meta.db_table)} ({columns}) VALUES ({placeholders})")
+            f"INSERT INTO {quote(model._meta.db_table)} ({columns}) "
+            f"SELECT {', '.join(quote(f.attname) for f in self.fields)} FROM json_to_recordset($1::json) AS r({record})")
+        self.lock = threading.Lock()
+        self.done = threading.Condition(self.lock)
+        self.queue: list[_Row] = []
+        self.writing = False
 
-    def __call__(self, **values) -> Model:
-        obj = self.model(**values)
-        params = [f.get_db_prep_save(f.pre_save(obj, True), connection) for f in self.fields]
-        with connection.cursor() as cursor:
-            self.statement.execute(cursor, params)
-        obj._state.adding = False
-        obj._state.db = "default"
-        return obj
+    def __call__(self, **values) -> Any:
+        """Insert one row from field attnames → values (JSON types, UUIDs and datetimes), durably (committed) unless
+        inside a caller's transaction; returns its primary key."""
+        row = {name: values.pop(name) if name in values else default() for name, default in self.defaults.items()}
+        if values:
+            raise TypeError(f"FastInsert({self.model.__name__}): unknown fields {sorted(values)}")
+        if connection.in_atomic_block:
+            self._run([row])
+        else:
+            self._group_commit(_Row(row))
+        return row[self.pk.attname]
+
+    def _run(self, rows: list[dict]) -> None:
+        self.statement.run([orjson.dumps(rows).decode()])
+
+    def _group_commit(self, row: "_Row") -> None:
+        with self.lock:
+            self.queue.append(row)
+        while True:
+            with self.lock:
+                while self.writing and row.state is _Row.QUEUED:
+                    self.done.wait()
+                if row.state is not _Row.QUEUED:
+                    break
+                # Nobody is writing: this thread writes what is queued (the oldest rows first).
+                batch, self.queue = self.queue[:self.MAX_BATCH], self.queue[self.MAX_BATCH:]
+                self.writing = True
+            self._write(batch, alone=batch == [row])
+        if row.state is _Row.FAILED:
+            self._run([row.params])  # alone, on this thread's own connection: its error is its own
+
+    def _write(self, batch: list["_Row"], alone: bool) -> None:
+        state = _Row.FAILED
+        try:
+            self._run([r.params for r in batch])
+            state = _Row.WRITTEN
+        except Exception:
+            if alone:  # the caller's own row alone: its error as it is
+                state = _Row.RAISED
+                raise
+        finally:
+            with self.lock:
+                for r in batch:
+                    r.state = state
+                self.writing = False
+                self.done.notify_all()
+
+
+class _Row:
+    """One row waiting in a FastInsert's group commit."""
+
+    # FAILED: a batch with other rows failed, the row's own thread writes it again alone; RAISED: the thread's
+    # own write failed and raised to it.
+    QUEUED, WRITTEN, FAILED, RAISED = "queued", "written", "failed", "raised"
+    __slots__ = ("params", "state")
+
+    def __init__(self, params: dict) -> None:
+        self.params, self.state = params, self.QUEUED
 
 
 _UNSTORABLE = {0: "\ufffd"}  # PostgreSQL text and jsonb cannot hold NUL

@@ -85,6 +85,29 @@ def _flushes(item) -> bool:
     return bool(transactional) or bool({"transactional_db", "live_server"} & set(getattr(item, "fixturenames", ())))
 
 
+def _flush_retrying_deadlocks():
+    """A transactional test's flush (one TRUNCATE of every table) can meet a server process the test started (MCP,
+    daphne) still reading two of those tables in the other order; PostgreSQL then kills one of the two as a
+    deadlock. The flush runs in its own transaction, rolled back whole on that error, so it is simply run again."""
+    from django.db import OperationalError
+    from django.db.backends.postgresql.operations import DatabaseOperations
+
+    flush = DatabaseOperations.execute_sql_flush
+
+    def execute_sql_flush(self, sql_list):
+        for attempt in range(5):
+            try:
+                return flush(self, sql_list)
+            except OperationalError as exc:
+                if attempt == 4 or getattr(exc.__cause__, "sqlstate", None) != "40P01":
+                    raise
+
+    DatabaseOperations.execute_sql_flush = execute_sql_flush
+
+
+_flush_retrying_deadlocks()
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item, nextitem):
     result = yield

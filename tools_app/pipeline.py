@@ -265,7 +265,7 @@ def record(ctx: ToolContext, tool_name: str, args: Any, outcome: Outcome) -> Non
     tool_label = label(tool_name, 128)
     safe_args = scrub_arguments(args if isinstance(args, dict) else {"_raw": repr(args)[:2000]})
     observations = [echo(o, 1000) for o in outcome.observations]
-    invocation = _insert_invocation(
+    invocation_id = _insert_invocation(
         agent_key=ctx.agent_key, user_id=labels.user_id, session_key=labels.session_key, channel=labels.channel,
         tool_name=tool_label, arguments=pg_json(safe_args), status=outcome.status, observed=bool(observations),
         observe_reasons=pg_json(observations), duration_ms=outcome.duration_ms, result_size=len(outcome.for_llm),
@@ -275,7 +275,7 @@ def record(ctx: ToolContext, tool_name: str, args: Any, outcome: Outcome) -> Non
         sandbox_backend=(outcome.sandbox or {}).get("backend", "")[:16],
         sandbox_profile=pg_text((outcome.sandbox or {}).get("profile", ""))[:64],
     )
-    outcome.invocation_id = str(invocation.pk)
+    outcome.invocation_id = str(invocation_id)
     events.publish(
         "tool.executed",
         {"invocation_id": outcome.invocation_id, "agent": ctx.agent_key, "tool": tool_label, "status": outcome.status,
