@@ -36,7 +36,7 @@ def main() -> None:
         auth = {"Authorization": f"Bearer {token}"}
         results = {"web_server": env.get("GOCLAW_WEB_SERVER") or "granian (default)",
                    "startup_to_healthy_s": round(startup_s, 2), "connections": CONNECTIONS, "seconds": SECONDS,
-                   "web_workers": env.get("GOCLAW_WEB_WORKERS", "2"), "web_threads": env.get("GOCLAW_WEB_THREADS", "8")}
+                   "web_workers": env.get("GOCLAW_WEB_WORKERS", "2"), "web_threads": env.get("GOCLAW_WEB_THREADS", "16")}
         def execute_request(client: int) -> bytes:  # one agent session per client, as real agents would
             body = json.dumps({"tool": "datetime", "arguments": {}, "context": {"session_key": f"bench-{client}"}}).encode()
             return build_request("POST", "/api/v1/tools/execute", "127.0.0.1", port, body, {**auth, "Content-Type": "application/json"})

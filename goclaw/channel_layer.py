@@ -32,6 +32,11 @@ _GROUP_SEND_MANY_SQL = sql.SQL(
 ).format(messages=sql.Identifier(MESSAGE_TABLE), groups=sql.Identifier(GROUP_CHANNEL_TABLE))
 
 
+# Which of a batch's groups have a member now (a socket joining after this check did so after the event was sent).
+_WATCHED_SQL = sql.SQL("SELECT DISTINCT group_key FROM {groups} WHERE group_key = ANY(%s)").format(
+    groups=sql.Identifier(GROUP_CHANNEL_TABLE))
+
+
 # The stored, unexpired messages of this process's channels newer than the last one handed out (rows stay: other
 # processes' messages are theirs, and expired rows are deleted by channels_postgres' own clean-up).
 _STORED_SQL = sql.SQL(
@@ -99,15 +104,23 @@ class FastGroupSendPostgresChannelLayer(PostgresChannelLayer):
         await self.group_send_many([(group, message)])
 
     async def group_send_many(self, items: list[tuple[str, dict]]) -> None:
+        """Send each (group, message); only the messages of groups that have a member are serialized and sent (most
+        tool calls publish to groups nobody watches)."""
         for group, _ in items:
             assert self.require_valid_group_name(group), "Group name not valid"
         keys = [self._group_key(group) for group, _ in items]
-        payloads = [self.serialize(message) for _, message in items]
         pool = await self.django_db.get_db_pool(db_params=self.django_db.db_params)
         for attempt in (1, 2):
             try:
                 async with pool.connection() as conn:
-                    await conn.execute(_GROUP_SEND_MANY_SQL, (utc_now() + timedelta(seconds=self.expiry), keys, payloads))
+                    cursor = await conn.execute(_WATCHED_SQL, (list(set(keys)),))
+                    watched = {row[0] for row in await cursor.fetchall()}
+                    if not watched:
+                        return
+                    sent = [(key, message) for key, (_, message) in zip(keys, items) if key in watched]
+                    await conn.execute(_GROUP_SEND_MANY_SQL, (utc_now() + timedelta(seconds=self.expiry),
+                                                              [key for key, _ in sent],
+                                                              [self.serialize(message) for _, message in sent]))
                 return
             except psycopg.OperationalError:
                 # A pooled connection PostgreSQL closed (a restart): the pool drops it; the batch goes out once more

@@ -3,13 +3,15 @@ from __future__ import annotations
 
 import re
 import threading
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import orjson
 import psycopg
+from psycopg.pq import ExecStatus
 from django.db import connection, connections
 from django.db.models import FileField, Model
 
+TUPLES_OK = ExecStatus.TUPLES_OK
 _PLACEHOLDER_RE = re.compile(r"\$([1-9][0-9]*)(?![0-9])")
 
 
@@ -59,10 +61,77 @@ class PreparedStatement:
             raw = db.connection
             if raw.prepare_threshold is None:  # Django turns psycopg's own preparing off; explicit requests only
                 raw.prepare_threshold = 2**31 - 1
-            cursor = db._prepare_cursor((_BindingCursor if pooled else _PreparingCursor)(raw))
-        with cursor:
+            raw_cursor = (_BindingCursor if pooled else _PreparingCursor)(raw)
+        with db._prepare_cursor(raw_cursor) as cursor:
             cursor.execute(self.sql, {f"p{i}": value for i, value in enumerate(params, 1)})
-            return cursor.fetchall() if cursor.description else []
+            result = raw_cursor.pgresult
+            return raw_cursor.fetchall() if result is not None and result.status == TUPLES_OK else []
+
+
+class Combiner:
+    """Flat combining for a statement that can serve many callers at once: callers of this process that arrive
+    while one batch is being written queue up, and the first of them to find the way free writes everything
+    queued by then, in one statement on its own connection; each caller gets its own result. A lone caller runs
+    its item at once, without any hand-over. When a batch with others' items fails, each caller runs its own
+    item again alone on its own connection, so one bad item (or connection) costs nobody else anything.
+
+    `run_batch(items) -> results` (one per item, in order) must be correct for any mix of items; callers inside a
+    transaction must not come here (their writes belong to that transaction): `run_batch([item])` directly."""
+
+    MAX_BATCH = 256
+
+    def __init__(self, run_batch: Callable[[list], list]):
+        self.run_batch = run_batch
+        self.lock = threading.Lock()
+        self.done = threading.Condition(self.lock)
+        self.queue: list[_Item] = []
+        self.busy = False
+
+    def __call__(self, value: Any) -> Any:
+        item = _Item(value)
+        with self.lock:
+            self.queue.append(item)
+        while True:
+            with self.lock:
+                while self.busy and item.state is _Item.QUEUED:
+                    self.done.wait()
+                if item.state is not _Item.QUEUED:
+                    break
+                # Nobody is writing: this caller writes what is queued (the oldest items first).
+                batch, self.queue = self.queue[:self.MAX_BATCH], self.queue[self.MAX_BATCH:]
+                self.busy = True
+            self._write(batch, alone=len(batch) == 1 and batch[0] is item)
+        if item.state is _Item.FAILED:
+            return self.run_batch([value])[0]  # alone, on this caller's own connection: its error is its own
+        return item.result
+
+    def _write(self, batch: list["_Item"], alone: bool) -> None:
+        state, results = _Item.FAILED, [None] * len(batch)
+        try:
+            results = self.run_batch([i.value for i in batch])
+            state = _Item.DONE
+        except Exception:
+            if alone:  # the caller's own item alone: its error as it is
+                state = _Item.RAISED
+                raise
+        finally:
+            with self.lock:
+                for i, result in zip(batch, results):
+                    i.state, i.result = state, result
+                self.busy = False
+                self.done.notify_all()
+
+
+class _Item:
+    """One caller's item waiting in a Combiner."""
+
+    # FAILED: a batch with others' items failed, the caller runs its item again alone; RAISED: the caller's own run
+    # failed and raised to it.
+    QUEUED, DONE, FAILED, RAISED = "queued", "done", "failed", "raised"
+    __slots__ = ("value", "state", "result")
+
+    def __init__(self, value: Any) -> None:
+        self.value, self.state, self.result = value, self.QUEUED, None
 
 
 class FastInsert:
@@ -70,14 +139,9 @@ class FastInsert:
     by the ORM, quoted into SQL and planned by PostgreSQL on every call (audit rows are written on every tool
     call). Field defaults apply as with `objects.create()`; no model instance is built and no signals are sent.
 
-    Group commit: rows that threads of this process insert at the same moment (outside any transaction) go to
-    PostgreSQL together: the first thread to arrive writes every row queued by then in one statement and one
-    synchronous commit, and each thread returns only once the commit holding its row is done. A lone caller
-    writes its row at once, without a hand-over. A row inside a caller's transaction is written in that
-    transaction, alone. When a batch fails, each of its threads writes its own row again on its own connection, so
-    one bad row (or connection) never costs another call its row."""
-
-    MAX_BATCH = 256
+    Group commit (`Combiner`): rows that threads of this process insert at the same moment, outside any
+    transaction, go to PostgreSQL in one statement and one synchronous commit; each thread returns only once the
+    commit holding its row is done. A row inside a caller's transaction is written in that transaction, alone."""
 
     def __init__(self, model: type[Model]):
         self.model = model
@@ -96,10 +160,7 @@ class FastInsert:
         self.statement = PreparedStatement(
             f"INSERT INTO {quote(model._meta.db_table)} ({columns}) "
             f"SELECT {', '.join(quote(f.attname) for f in self.fields)} FROM json_to_recordset($1::json) AS r({record})")
-        self.lock = threading.Lock()
-        self.done = threading.Condition(self.lock)
-        self.queue: list[_Row] = []
-        self.writing = False
+        self.group_commit = Combiner(self._insert)
 
     def __call__(self, **values) -> Any:
         """Insert one row from field attnames → values (JSON types, UUIDs and datetimes), durably (committed) unless
@@ -108,57 +169,14 @@ class FastInsert:
         if values:
             raise TypeError(f"FastInsert({self.model.__name__}): unknown fields {sorted(values)}")
         if connection.in_atomic_block:
-            self._run([row])
+            self._insert([row])
         else:
-            self._group_commit(_Row(row))
+            self.group_commit(row)
         return row[self.pk.attname]
 
-    def _run(self, rows: list[dict]) -> None:
+    def _insert(self, rows: list[dict]) -> list[None]:
         self.statement.run([orjson.dumps(rows).decode()])
-
-    def _group_commit(self, row: "_Row") -> None:
-        with self.lock:
-            self.queue.append(row)
-        while True:
-            with self.lock:
-                while self.writing and row.state is _Row.QUEUED:
-                    self.done.wait()
-                if row.state is not _Row.QUEUED:
-                    break
-                # Nobody is writing: this thread writes what is queued (the oldest rows first).
-                batch, self.queue = self.queue[:self.MAX_BATCH], self.queue[self.MAX_BATCH:]
-                self.writing = True
-            self._write(batch, alone=batch == [row])
-        if row.state is _Row.FAILED:
-            self._run([row.params])  # alone, on this thread's own connection: its error is its own
-
-    def _write(self, batch: list["_Row"], alone: bool) -> None:
-        state = _Row.FAILED
-        try:
-            self._run([r.params for r in batch])
-            state = _Row.WRITTEN
-        except Exception:
-            if alone:  # the caller's own row alone: its error as it is
-                state = _Row.RAISED
-                raise
-        finally:
-            with self.lock:
-                for r in batch:
-                    r.state = state
-                self.writing = False
-                self.done.notify_all()
-
-
-class _Row:
-    """One row waiting in a FastInsert's group commit."""
-
-    # FAILED: a batch with other rows failed, the row's own thread writes it again alone; RAISED: the thread's
-    # own write failed and raised to it.
-    QUEUED, WRITTEN, FAILED, RAISED = "queued", "written", "failed", "raised"
-    __slots__ = ("params", "state")
-
-    def __init__(self, params: dict) -> None:
-        self.params, self.state = params, self.QUEUED
+        return [None] * len(rows)
 
 
 _UNSTORABLE = {0: "\ufffd"}  # PostgreSQL text and jsonb cannot hold NUL

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import atexit
 import hashlib
-import json
 import logging
 import os
 import queue
@@ -19,6 +18,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any, Iterable
 
+import orjson
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
@@ -64,10 +64,16 @@ def _batch_messages(items: list[tuple[str, dict[str, Any], list[str]]]) -> list[
     # every layer's serializer and later changes to a payload do not leak into its event. Every group's message
     # shares its event's body: layers copy (in-memory) or serialize (PostgreSQL, Redis) what they send, and
     # consumers only read it.
-    bodies = json.loads(json.dumps([payload for _, payload, _ in items], cls=DjangoJSONEncoder))
+    bodies = orjson.loads(orjson.dumps([payload for _, payload, _ in items], default=_JSON_DEFAULT, option=_JSON_OPTIONS))
     ts = datetime.now(timezone.utc).isoformat()
     return [(g, {"type": "event.message", "event": event_type, "group": g, "payload": body, "ts": ts})
             for (event_type, _, groups), body in zip(items, bodies) for g in groups]
+
+
+# orjson (native code) with Django's encoder for what it passes through: datetimes, dates and times, Decimals,
+# Decimals and lazy strings come out as DjangoJSONEncoder writes them.
+_JSON_DEFAULT = DjangoJSONEncoder().default
+_JSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_NON_STR_KEYS
 
 
 def _message(event_type: str, payload: dict[str, Any], group: str) -> dict[str, Any]:

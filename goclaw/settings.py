@@ -53,7 +53,7 @@ WS_PORT = env_int("GOCLAW_WS_PORT", PORT + 1 if PORT else 0, minimum=0, maximum=
 # Public URL of the WebSocket endpoint as browsers should reach it (behind a proxy: wss://host/ws/events/).
 WS_PUBLIC_URL = env_str("GOCLAW_WS_URL", f"ws://{HOST}:{WS_PORT}/ws/events/")
 WEB_WORKERS = env_int("GOCLAW_WEB_WORKERS", 2, minimum=1, maximum=64)
-WEB_THREADS = env_int("GOCLAW_WEB_THREADS", 8, minimum=1, maximum=64)
+WEB_THREADS = env_int("GOCLAW_WEB_THREADS", 16, minimum=1, maximum=64)
 # The HTTP server `up` runs for the WSGI app: granian (HTTP handled in native code; measured 2x the requests/s of
 # gunicorn gthread here, benchmarks/results/http.json) or gunicorn (gthread, with a per-request worker timeout).
 WEB_SERVER = env_choice("GOCLAW_WEB_SERVER", "granian", ("granian", "gunicorn"))
@@ -220,7 +220,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["goclaw.api.IsAgentOrStaff"],
     "DEFAULT_RENDERER_CLASSES": ["goclaw.renderers.FastJSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["goclaw.renderers.FastJSONParser"],
     "DEFAULT_CONTENT_NEGOTIATION_CLASS": "goclaw.api.JsonNegotiation",
     "EXCEPTION_HANDLER": "goclaw.api.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

@@ -5,6 +5,9 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from goclaw import views
 
 urlpatterns = [
+    # First: the agents' hot paths (tools/execute, tools, agents/me) are matched before anything else is tried. Its
+    # routes share no prefix with the other api/v1/ includes (mcp/, config/, teams/, routes/, agent-links/, …).
+    path("api/v1/", include("tools_app.api.urls")),
     path("admin/config/", include("config_app.urls")),  # before admin/: the admin's catch-all would answer it
     path("admin/console/", include("console_app.urls")),  # likewise before admin/
     path("admin/", admin.site.urls),
@@ -15,7 +18,6 @@ urlpatterns = [
     path("mcp", include("mcp_app.server.urls")),  # proxied to the MCP server (docs/mcp-server.md)
     path("api/v1/config/", include("config_app.api.urls")),
     path("api/v1/", include("teams_app.api.urls")),
-    path("api/v1/", include("tools_app.api.urls")),
     path("teams/", include("teams_app.urls")),
 ]
 

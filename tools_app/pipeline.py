@@ -43,6 +43,7 @@ logger = logging.getLogger("goclaw.pipeline")
 
 REFUSAL_MAX_CHARS = 4000
 _validators: dict[str, jsonschema.Draft202012Validator] = {}
+_validators_by_id: dict[int, tuple[dict, jsonschema.Draft202012Validator]] = {}
 _validators_lock = threading.Lock()
 
 
@@ -109,15 +110,21 @@ def _shown_value(err: jsonschema.ValidationError) -> str:
 
 
 def _validator(schema: dict[str, Any]) -> jsonschema.Draft202012Validator:
-    """One compiled validator per schema *content* (tools built from rows or MCP listings come and go; an id() would
-    be reused by a new schema once the old one is garbage collected)."""
+    """One compiled validator per schema *content* (tools built from rows or MCP listings come and go), found first
+    by the schema object itself (schemas are built whole, never changed in place): an entry keeps its schema
+    alive, so its id() is not reused while it is cached."""
+    held = _validators_by_id.get(id(schema))
+    if held is not None and held[0] is schema:
+        return held[1]
     key = json.dumps(schema, sort_keys=True, separators=(",", ":"), default=str)
     validator = _validators.get(key)
-    if validator is None:
-        with _validators_lock:
-            if len(_validators) > 4096:
-                _validators.clear()
+    with _validators_lock:
+        if len(_validators) > 4096:
+            _validators.clear()
+            _validators_by_id.clear()
+        if validator is None:
             validator = _validators.setdefault(key, jsonschema.Draft202012Validator(schema))
+        _validators_by_id[id(schema)] = (schema, validator)
     return validator
 
 

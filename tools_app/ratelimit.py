@@ -17,52 +17,34 @@ import orjson
 from django.conf import settings
 from django.db import connection
 
-from goclaw.db import PreparedStatement, pg_text
+from goclaw.db import Combiner, PreparedStatement, pg_text
 
 WINDOW_SECONDS = 3600.0
 
-# `locked` locks the existing rows in key order (no deadlock between calls sharing buckets) and, under READ
-# COMMITTED, returns their latest committed state; `level` refills each bucket (a missing row is a full one);
-# the upsert takes one token from every bucket only when none is empty, computing from the row it updates, so
-# two calls racing to create the same bucket both pay. The statement returns the empty buckets' positions.
-# $1 the buckets as JSON ([{"key", "cap"}, …]: one text parameter binds faster than two arrays), $2 the refill
-# window in seconds. Prepared once per connection, parameters bound on the server: parsing and planning these
-# CTEs cost more than running them.
+# PostgreSQL: one statement (the function of migration 0017) takes the tokens of a batch of calls, each call
+# all-or-nothing over its buckets, in order. A process's calls that arrive together share one statement (a
+# `Combiner`): every call of an agent takes a token from the agent's one bucket row, so one statement per call
+# made them queue on that row's lock. Prepared once per connection, parameters bound on the server.
 #
 # Run on its own (autocommit, the pipeline's case) the statement also makes its own commit asynchronous
 # (`set_config(…, true)` lasts until that commit): the commit does not wait for the WAL flush, so the rows it
-# locked — the agent's bucket is shared by all its calls — are free again at once instead of after a disk flush,
-# which serialized an agent's concurrent calls. What that gives up: after a PostgreSQL crash (not a process
-# crash) up to wal_writer_delay × 3 (0.6 s by default) of bucket updates may be lost, i.e. a few calls counted
-# against no bucket. The audit row keeps a synchronous commit: an answered call's row is always durable. Inside
-# a caller's transaction the plain statement runs, so the caller's own commit stays synchronous.
-_PG_SQL = """
-WITH wanted AS MATERIALIZED (
-    SELECT w.key, w.cap, w.pos FROM ROWS FROM (json_to_recordset($1::json) AS (key text, cap float8))
-                                    WITH ORDINALITY AS w(key, cap, pos)
-), locked AS MATERIALIZED (
-    SELECT b.key, b.tokens, b.updated_at FROM tools_app_ratelimitbucket b
-    WHERE b.key = ANY(ARRAY(SELECT key FROM wanted)) ORDER BY b.key FOR UPDATE
-), level AS (
-    SELECT w.key, w.cap, w.pos,{async_commit}
-           LEAST(w.cap, COALESCE((SELECT c.tokens + GREATEST(0, EXTRACT(EPOCH FROM (now() - c.updated_at))) * w.cap / $2
-                                  FROM locked c WHERE c.key = w.key), w.cap)) AS tokens
-    FROM wanted w
-), take AS (
-    INSERT INTO tools_app_ratelimitbucket AS b (key, tokens, updated_at, last_allowed)
-    SELECT l.key, l.cap - 1, now(), true FROM level l WHERE NOT EXISTS (SELECT 1 FROM level e WHERE e.tokens < 1)
-    ORDER BY l.key
-    ON CONFLICT (key) DO UPDATE SET
-        tokens = LEAST(EXCLUDED.tokens + 1, b.tokens + GREATEST(0, EXTRACT(EPOCH FROM (now() - b.updated_at)))
-                                                   * (EXCLUDED.tokens + 1) / $2) - 1,
-        updated_at = now(), last_allowed = true
-)
-SELECT pos - 1 FROM level WHERE tokens < 1 ORDER BY pos
-"""
-_PG_TAKE = PreparedStatement(_PG_SQL.format(async_commit=""))
-# `level` has a row per bucket and is read whole, so set_config runs (once per bucket) on every call.
-_PG_TAKE_ASYNC = PreparedStatement(_PG_SQL.format(
-    async_commit=" set_config('synchronous_commit', 'off', true) AS async_commit,"))
+# locked are free again at once instead of after a disk flush. What that gives up: after a PostgreSQL crash (not a
+# process crash) up to wal_writer_delay × 3 (0.6 s by default) of bucket updates may be lost, i.e. a few calls
+# counted against no bucket. The audit row keeps a synchronous commit: an answered call's row is always durable.
+# Inside a caller's transaction the call is taken alone and the caller's own commit stays synchronous.
+_PG_TAKE = PreparedStatement("SELECT call_no, bucket_no FROM goclaw_rate_limit_take($1::json, $2, $3)")
+
+
+def _pg_take(calls: list[list[dict]]) -> list[list[int]]:
+    """Each call's empty-bucket positions, for a batch of calls ([{"key", "cap"}, …] each)."""
+    rows = _PG_TAKE.run([orjson.dumps(calls).decode(), WINDOW_SECONDS, not connection.in_atomic_block])
+    empty: list[list[int]] = [[] for _ in calls]
+    for call_no, bucket_no in rows:
+        empty[call_no].append(bucket_no)
+    return empty
+
+
+_pg_take_together = Combiner(_pg_take)
 
 _REDIS_LUA = """
 local now = tonumber(ARGV[1]); local window = tonumber(ARGV[2])
@@ -115,10 +97,8 @@ def rate_limit_take(buckets: Sequence[tuple[str, int]]) -> list[int]:
         empty = _redis_client()(keys=[f"goclaw:rl:{key}" for _, key, _ in active],
                                 args=[time.time(), WINDOW_SECONDS, *(limit for _, _, limit in active)])
     else:
-        statement = _PG_TAKE if connection.in_atomic_block else _PG_TAKE_ASYNC
-        buckets_json = orjson.dumps([{"key": pg_text(key[:300]), "cap": float(limit)} for _, key, limit in active])
-        rows = statement.run([buckets_json.decode(), WINDOW_SECONDS])
-        empty = [row[0] for row in rows]
+        call = [{"key": pg_text(key[:300]), "cap": float(limit)} for _, key, limit in active]
+        empty = _pg_take([call])[0] if connection.in_atomic_block else _pg_take_together(call)
     return [active[int(pos)][0] for pos in empty]
 
 

@@ -132,7 +132,7 @@ def statements(queries) -> list[str]:
 def prepared_takes() -> list[str]:
     """The rate-limit statements PostgreSQL holds prepared for this session."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT statement FROM pg_prepared_statements WHERE statement LIKE %s", ["%tools_app_ratelimitbucket%"])
+        cursor.execute("SELECT statement FROM pg_prepared_statements WHERE statement LIKE %s", ["%goclaw_rate_limit_take%"])
         return [row[0] for row in cursor.fetchall()]
 
 
@@ -149,9 +149,9 @@ def test_a_new_connection_prepares_the_take_once_and_it_keeps_working_after_a_ro
     with CaptureQueriesContext(connection) as queries:
         assert rate_limit_take([("p:1", 2)]) == []
         assert rate_limit_take([("p:1", 2)]) == [0]
-    assert statements(queries) == ["WITH", "WITH"]  # the statement itself, its values bound apart from the text
+    assert statements(queries) == ["SELECT", "SELECT"]  # the statement itself, its values bound apart from the text
     assert all("p:1" not in q["sql"] for q in queries)
-    assert len(prepared_takes()) <= 2  # at most one per variant (on its own / inside a transaction)
+    assert len(prepared_takes()) == 1
 
 
 def test_behind_a_transaction_pooler_the_take_is_sent_whole_and_stays_all_or_nothing(settings, monkeypatch):
@@ -180,7 +180,7 @@ def test_with_server_side_binding_the_take_is_sent_whole_and_stays_all_or_nothin
     with CaptureQueriesContext(connection) as queries:
         assert rate_limit_take([("b:one", 1), ("b:two", 5)]) == []
         assert rate_limit_take([("b:one", 1), ("b:two", 5)]) == [0]
-    assert statements(queries) == ["WITH", "WITH"]
+    assert statements(queries) == ["SELECT", "SELECT"]
     assert RateLimitBucket.objects.get(key="b:two").tokens == pytest.approx(4, abs=0.01)
 
 
@@ -230,14 +230,14 @@ def durable_session():
 def test_a_take_on_its_own_commits_asynchronously_and_leaves_the_session_synchronous(settings, durable_session):
     # Its own commit does not wait for the WAL flush (the agent's shared bucket row is free again at once); the
     # setting ends with that commit, so the audit row written next commits synchronously as before.
-    from tools_app.ratelimit import _PG_TAKE_ASYNC
+    from tools_app.ratelimit import _PG_TAKE
 
     settings.REDIS_URL = ""
     assert connection.in_atomic_block is False
     assert rate_limit_take([("async:1", 2)]) == []
     assert _synchronous_commit() == "on"
     with transaction.atomic():  # what the statement does to the transaction it runs in
-        _PG_TAKE_ASYNC.run(['[{"key": "async:1", "cap": 2.0}]', 3600.0])
+        _PG_TAKE.run(['[[{"key": "async:1", "cap": 2.0}]]', 3600.0, True])
         assert _synchronous_commit() == "off"
     assert _synchronous_commit() == "on"
     assert RateLimitBucket.objects.get(key="async:1").tokens == pytest.approx(0, abs=0.01)

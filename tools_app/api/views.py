@@ -93,7 +93,7 @@ class ToolExecuteView(APIView):
         data = s.parse_execute_request(request.data)
         agent = _acting_agent(request, data.get("agent"))
         call = ToolCall(agent=agent, tool=data["tool"], arguments=data["arguments"],
-                        context=data["context"].replace(request_id=request.headers.get("X-Request-Id", "")[:64]))
+                        context=data["context"].replace(request_id=request.META.get("HTTP_X_REQUEST_ID", "")[:64]))
         outcome = tool_execute(call, data["wait_seconds"])
         return Response(outcome.as_dict(), status=s.execute_http_status(outcome))
 
