@@ -4,9 +4,11 @@ DRF would (big integers, non-string keys, deep nesting, indented output) is rend
 from __future__ import annotations
 
 import io
+import re
 
 import orjson
 from django.conf import settings
+from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.utils.encoders import JSONEncoder
@@ -36,15 +38,27 @@ class FastJSONRenderer(JSONRenderer):
 
 class FastJSONParser(JSONParser):
     """JSONParser through orjson for UTF-8 bodies. Whatever orjson refuses (other encodings, lone surrogate escapes,
-    integers past 64 bits, deep nesting, bad JSON) goes to DRF's own parser, so every body parses, or fails, exactly
-    as it did there; orjson, like DRF's strict mode, takes no NaN or Infinity."""
+    deep nesting, bad JSON) or would read otherwise (integers past 64 bits) goes to DRF's own parser, so every body
+    parses, or fails, exactly as it did there; orjson, like DRF's strict mode, takes no NaN or Infinity. One
+    difference: a body nested past Python's recursion limit is a 400 (malformed), where DRF's parser raised a 500."""
 
     def parse(self, stream, media_type=None, parser_context=None):
         encoding = (parser_context or {}).get("encoding", settings.DEFAULT_CHARSET)
-        if stream is None or encoding.lower().replace("-", "") != "utf8":
-            return super().parse(stream, media_type, parser_context)
-        body = stream.read()
+        if stream is not None and encoding.lower().replace("-", "") == "utf8":
+            body = stream.read()
+            if not _PAST_64_BITS.search(body):
+                try:
+                    return orjson.loads(body)
+                except orjson.JSONDecodeError:
+                    pass
+            stream = io.BytesIO(body)
         try:
-            return orjson.loads(body)
-        except orjson.JSONDecodeError:
-            return super().parse(io.BytesIO(body), media_type, parser_context)
+            return super().parse(stream, media_type, parser_context)
+        except RecursionError:  # nested past Python's recursion limit: DRF let that out as a 500
+            raise ParseError("JSON parse error - nested too deeply") from None
+
+
+# orjson does not refuse an integer past 64 bits: it reads it as a float, its last digits lost. Any such integer
+# has 20 digits, or 19 after a minus sign; a body holding such a run of digits (in a string or a fraction too, which
+# only costs it the slower parser) goes to DRF's parser, which keeps the integer exact.
+_PAST_64_BITS = re.compile(rb"[0-9]{20}|-[0-9]{19}")

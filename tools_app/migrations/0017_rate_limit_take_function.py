@@ -3,8 +3,9 @@ from django.db import migrations
 # One statement takes tokens for a batch of calls (a process's concurrent calls share it, tools_app.ratelimit), each
 # call all-or-nothing over its buckets and in the batch's order, as if the calls had come one after the other.
 # `calls`: [[{"key", "cap"}, …], …]; returns (call, bucket) positions (0-based) of the empty buckets of each refused
-# call. Missing buckets are created full first and every bucket is then locked, both in key order, so two takes
-# never wait on each other in opposite orders; within the batch a bucket is read after the earlier calls' takes
+# call. Missing buckets are created full first (at the cap of the first call naming them, as one call after the
+# other would) and every bucket is then locked, both in key order, so two takes never wait on each other in
+# opposite orders; within the batch a bucket is read after the earlier calls' takes
 # (now() is the transaction's start: what an earlier call took is not refilled for a later one).
 TAKE = r"""
 CREATE OR REPLACE FUNCTION goclaw_rate_limit_take(calls json, window_seconds float8, async_commit boolean)
@@ -24,10 +25,10 @@ BEGIN
         PERFORM set_config('synchronous_commit', 'off', true);
     END IF;
     INSERT INTO tools_app_ratelimitbucket (key, tokens, updated_at, last_allowed)
-    SELECT b.key, max(b.cap), now(), true
-      FROM json_array_elements(calls) AS c(value),
+    SELECT DISTINCT ON (b.key) b.key, b.cap, now(), true
+      FROM json_array_elements(calls) WITH ORDINALITY AS c(value, n),
            json_to_recordset(c.value) AS b(key text, cap float8)
-     GROUP BY b.key ORDER BY b.key
+     ORDER BY b.key, c.n
     ON CONFLICT (key) DO NOTHING;
     PERFORM 1 FROM tools_app_ratelimitbucket
      WHERE key IN (SELECT b.key FROM json_array_elements(calls) AS c(value),
