@@ -41,13 +41,19 @@ class PreparedStatement:
     the statement is sent whole each time, still with its parameters bound on the server.
 
     Runs through Django's cursor wrapper, so it is logged, counted and wrapped like any query. `sql` uses
-    PostgreSQL's placeholders ($1, $2, …, each may repeat) and holds no `%`."""
+    PostgreSQL's placeholders ($1, $2, …, each may repeat) and holds no `%`. Nothing may PREPARE statements of its
+    own by SQL on these connections: psycopg ends a rollback with DEALLOCATE ALL (and prepares its own again)."""
 
-    def __init__(self, sql: str):
+    def __init__(self, sql: str, types: Sequence[str] = ()):
         if "%" in sql:
             raise ValueError("PreparedStatement: the SQL must not contain '%' (it is also run through the driver)")
         self.param_count = max((int(n) for n in _PLACEHOLDER_RE.findall(sql)), default=0)
-        self.sql = _PLACEHOLDER_RE.sub(lambda m: f"%(p{m.group(1)})s", sql)
+        if types and len(types) != self.param_count:
+            raise ValueError(f"PreparedStatement: {len(types)} types for {self.param_count} placeholders")
+        # With `types`, every use of a placeholder is cast to its type (the driver sends a Python value with the
+        # type it picks: an int as int2, a str as unknown).
+        cast = (lambda n: f"::{types[int(n) - 1]}") if types else (lambda n: "")
+        self.sql = _PLACEHOLDER_RE.sub(lambda m: f"%(p{m.group(1)})s{cast(m.group(1))}", sql)
 
     def run(self, params: Sequence[Any], using: str = "default") -> list[tuple]:
         """Run the statement with `params` for $1, $2, … on the `using` connection; the rows it returns."""

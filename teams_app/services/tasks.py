@@ -10,10 +10,8 @@ event payload needs). When it changes nothing, the full checks run to find out w
 sentence comes from one place (the slow path), and the fast statement only ever does what the slow path would."""
 from __future__ import annotations
 
-import hashlib
 import json
 import posixpath
-import weakref
 from datetime import datetime, timedelta
 from typing import Any, Iterable
 
@@ -23,6 +21,7 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from goclaw import events
+from goclaw.db import PreparedStatement
 from goclaw.errors import ApplicationError
 
 from teams_app.actors import Actor
@@ -347,22 +346,17 @@ SELECT {_COLUMNS}, {_BLOCKED_BY},
 FROM changed c"""
 _COMPLETE_TYPES = "bigint[], text[], bigint, text, jsonb, timestamptz"
 
-# Prepared once per database connection: planning these statements costs PostgreSQL more than running them. The
-# set of names lives with the (psycopg) connection object, so a new connection prepares again; prepared statements
-# are session state, untouched by rollbacks.
-_prepared: "weakref.WeakKeyDictionary[Any, set[str]]" = weakref.WeakKeyDictionary()
+# Prepared once per database connection (goclaw.db.PreparedStatement): planning these statements costs PostgreSQL
+# more than running them.
+_statements: dict[str, PreparedStatement] = {}
 
 
 def _fast(sql: str, types: str, params: list[Any]) -> list[tuple[Any, ...]]:
     """Run one hot-path statement (prepared on first use in this connection); its rows."""
-    name = "goclaw_team_" + hashlib.sha1(sql.encode()).hexdigest()[:16]
-    with connection.cursor() as cursor:
-        names = _prepared.setdefault(connection.connection, set())
-        if name not in names:
-            cursor.execute(f"PREPARE {name} ({types}) AS {sql}")
-            names.add(name)
-        cursor.execute(f"EXECUTE {name} ({', '.join(['%s'] * len(params))})", params)
-        return cursor.fetchall()
+    statement = _statements.get(sql)
+    if statement is None:
+        statement = _statements.setdefault(sql, PreparedStatement(sql, types.split(", ")))
+    return statement.run(params)
 
 
 def _task_from_row(row: tuple[Any, ...], actor: Actor, team: Team | None) -> tuple[TeamTask, list[str]]:
