@@ -36,8 +36,8 @@ class PreparedStatement:
     """A hot statement that PostgreSQL parses and plans once per connection and then only runs, its parameters
     bound on the server (no quoting into the SQL text: for the rate-limit take and the audit INSERT that quoting
     and the parsing of literals cost more than running the statement). psycopg keeps the connection's prepared
-    statements (a new connection prepares again; one prepared is reused after a rollback as long as it still
-    exists). Behind a transaction-pooling proxy, which keeps no session (Django's DISABLE_SERVER_SIDE_CURSORS),
+    statements (a new connection prepares again; after a rollback psycopg deallocates them all and prepares each
+    again on its next use). Behind a transaction-pooling proxy, which keeps no session (Django's DISABLE_SERVER_SIDE_CURSORS),
     the statement is sent whole each time, still with its parameters bound on the server.
 
     Runs through Django's cursor wrapper, so it is logged, counted and wrapped like any query. `sql` uses
