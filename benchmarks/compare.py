@@ -32,7 +32,8 @@ def run(tree: Path, script: str, result_name: str) -> dict:
 
 def measured(result: dict) -> dict[str, dict[str, float]]:
     """The figures of every case of a result ({case: {figure: value}}), the top level as case ''."""
-    cases = {key: value for key, value in result.items() if isinstance(value, dict) and any(f in value for f in FIGURES)}
+    cases = {key: value for key, value in result.items()
+             if key != "targets" and isinstance(value, dict) and any(f in value for f in FIGURES)}
     if any(f in result for f in FIGURES):
         cases[""] = result
     return {case: {f: values[f] for f in FIGURES if f in values} for case, values in cases.items()}
