@@ -52,3 +52,28 @@ def write_result(name: str, data: dict) -> Path:
     path.write_text(json.dumps(payload, indent=2) + "\n")
     print(json.dumps(payload, indent=2))
     return path
+
+
+def unlimited_agent_token(env: dict[str, str], key: str = "bench") -> str:
+    """A new agent `key` on the platform behind `env` whose rate limits never refuse a benchmark call; its token."""
+    from tests.servers import manage
+
+    manage(env, "create_agent", key)
+    manage(env, "shell", "-c", "from tools_app.models import Agent; from tools_app.services.agents import agent_update; "
+                               f"agent_update(agent=Agent.objects.get(key={key!r}), other_config={{'rate_limit_per_hour': 10**9, "
+                               "'rate_limit_user_per_hour': 10**9, 'rate_limit_agent_per_hour': 10**9})")
+    return manage(env, "issue_token", key).strip()
+
+
+def fresh_platform(name: str):
+    """`manage.py up` on a new data dir BENCH_DATA/<name>-var (its own embedded PostgreSQL), logging to
+    BENCH_DATA/<name>-up.log: (its environment, the UpProcess). The caller waits for it to be healthy and stops it."""
+    import shutil
+
+    from tests.servers import UpProcess, free_port, up_env
+
+    BENCH_DATA.mkdir(parents=True, exist_ok=True)
+    data_dir = BENCH_DATA / f"{name}-var"
+    shutil.rmtree(data_dir, ignore_errors=True)
+    env = up_env(data_dir, GOCLAW_LOG_LEVEL="warning", GOCLAW_ADMIN_PASSWORD="bench-admin-pw-1")
+    return env, UpProcess(env, free_port(), free_port(), BENCH_DATA / f"{name}-up.log")

@@ -6,33 +6,21 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
-import sys
 
-from _common import BENCH_DATA, ROOT, summary_ms, write_result
+from _common import fresh_platform, summary_ms, unlimited_agent_token, write_result
 from loadgen import build_request, run_load
 
-sys.path.insert(0, str(ROOT))
-from tests.servers import UpProcess, free_port, manage, up_env  # noqa: E402
 
 CONNECTIONS = int(os.environ.get("BENCH_CONNECTIONS", "64"))
 SECONDS = float(os.environ.get("BENCH_SECONDS", "10"))
 
 
 def main() -> None:
-    BENCH_DATA.mkdir(parents=True, exist_ok=True)
-    data_dir = BENCH_DATA / "http-var"
-    shutil.rmtree(data_dir, ignore_errors=True)
-    env = up_env(data_dir, GOCLAW_LOG_LEVEL="warning", GOCLAW_ADMIN_PASSWORD="bench-admin-pw-1")
-    port, ws_port = free_port(), free_port()
-    up = UpProcess(env, port, ws_port, BENCH_DATA / "http-up.log")
+    env, up = fresh_platform("http")
+    port = up.port
     try:
         startup_s = up.wait_healthy()
-        manage(env, "create_agent", "bench")
-        manage(env, "shell", "-c", "from tools_app.models import Agent; from tools_app.services.agents import agent_update; "
-                                   "agent_update(agent=Agent.objects.get(key='bench'), other_config={'rate_limit_per_hour': 1000000000, "
-                                   "'rate_limit_user_per_hour': 1000000000, 'rate_limit_agent_per_hour': 1000000000})")
-        token = manage(env, "issue_token", "bench").strip()
+        token = unlimited_agent_token(env)
         auth = {"Authorization": f"Bearer {token}"}
         results = {"web_server": env.get("GOCLAW_WEB_SERVER") or "granian (default)",
                    "startup_to_healthy_s": round(startup_s, 2), "connections": CONNECTIONS, "seconds": SECONDS,

@@ -14,11 +14,11 @@ import time
 
 import httpx
 
-from _common import BENCH_DATA, ROOT, summary_ms, write_result
+from _common import BENCH_DATA, ROOT, summary_ms, unlimited_agent_token, write_result
 from loadgen import build_request, run_load
 
 sys.path.insert(0, str(ROOT))
-from tests.servers import UpProcess, free_port, manage, up_env  # noqa: E402
+from tests.servers import UpProcess, free_port, up_env  # noqa: E402
 
 SESSIONS = int(os.environ.get("BENCH_CONNECTIONS", "32"))
 SECONDS = float(os.environ.get("BENCH_SECONDS", "10"))
@@ -125,11 +125,7 @@ def main() -> None:
     try:
         results = {"startup_to_healthy_s": round(up.wait_healthy(), 2), "sessions": SESSIONS, "seconds": SECONDS,
                    "mcp_workers": env.get("GOCLAW_MCP_WORKERS", "2"), "web_workers": env.get("GOCLAW_WEB_WORKERS", "2")}
-        manage(env, "create_agent", "bench")
-        manage(env, "shell", "-c", "from tools_app.models import Agent; from tools_app.services.agents import agent_update; "
-                                   "agent_update(agent=Agent.objects.get(key='bench'), other_config={'rate_limit_per_hour': 1000000000, "
-                                   "'rate_limit_user_per_hour': 1000000000, 'rate_limit_agent_per_hour': 1000000000})")
-        token = manage(env, "issue_token", "bench").strip()
+        token = unlimited_agent_token(env)
         mcp_url = f"http://127.0.0.1:{mcp_port}/mcp"
         for name, target_port in (("mcp_raw", mcp_port), ("mcp_raw_via_main_port", port)):
             body = json.dumps(CALL).encode()

@@ -15,11 +15,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _common import BENCH_DATA, ROOT, write_result
+from _common import fresh_platform, unlimited_agent_token, write_result
 from loadgen import build_request, run_load
 
-sys.path.insert(0, str(ROOT))
-from tests.servers import UpProcess, free_port, manage, up_env  # noqa: E402
 
 SECONDS = float(os.environ.get("BENCH_SECONDS", "10"))
 TICK = os.sysconf("SC_CLK_TCK")
@@ -63,19 +61,11 @@ def aggregate(raw: Path) -> dict:
 def main() -> None:
     if not shutil.which("py-spy"):
         sys.exit("py-spy is needed: pip install py-spy")
-    BENCH_DATA.mkdir(parents=True, exist_ok=True)
-    data_dir = BENCH_DATA / "profile-var"
-    shutil.rmtree(data_dir, ignore_errors=True)
-    env = up_env(data_dir, GOCLAW_LOG_LEVEL="warning", GOCLAW_ADMIN_PASSWORD="bench-admin-pw-1")
-    port, ws_port = free_port(), free_port()
-    up = UpProcess(env, port, ws_port, BENCH_DATA / "profile-up.log")
+    env, up = fresh_platform("profile")
+    port = up.port
     try:
         up.wait_healthy()
-        manage(env, "create_agent", "bench")
-        manage(env, "shell", "-c", "from tools_app.models import Agent; from tools_app.services.agents import agent_update; "
-                                   "agent_update(agent=Agent.objects.get(key='bench'), other_config={'rate_limit_per_hour': 1000000000, "
-                                   "'rate_limit_user_per_hour': 1000000000, 'rate_limit_agent_per_hour': 1000000000})")
-        auth = {"Authorization": f"Bearer {manage(env, 'issue_token', 'bench').strip()}", "Content-Type": "application/json"}
+        auth = {"Authorization": f"Bearer {unlimited_agent_token(env)}", "Content-Type": "application/json"}
         requests = [build_request("POST", "/api/v1/tools/execute", "127.0.0.1", port, json.dumps(
             {"tool": "datetime", "arguments": {}, "context": {"session_key": f"bench-{i}"}}).encode(), auth) for i in range(64)]
         asyncio.run(run_load("127.0.0.1", port, requests, connections=8, seconds=2))

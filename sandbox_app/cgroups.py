@@ -247,15 +247,17 @@ def create_run_cgroup(*, max_pids: int, memory_bytes: int) -> RunCgroup | None:
         for controller, (version, parent) in support.controllers.items():
             path = parent / name
             with _parent_lock:
-                for attempt in range(3):
+                for attempt in range(5):
                     try:
                         parent.mkdir(exist_ok=True)
                         if version == 2:
                             _enable_v2(parent, controller)
                         path.mkdir(exist_ok=True)
                         break
-                    except FileNotFoundError:
-                        if attempt == 2:
+                    except (FileNotFoundError, FileExistsError):
+                        # Another process removed the shared parent as its last run ended (the lock is per
+                        # process): between our mkdir and its check (EEXIST, then no directory) or after it.
+                        if attempt == 4:
                             raise
             run.dirs[controller] = (version, path)
             if controller == "pids" and max_pids > 0:

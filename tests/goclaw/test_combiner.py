@@ -10,6 +10,7 @@ import pytest
 from django.db import connection, transaction
 
 from goclaw.db import Combiner, FastInsert
+from tests.concurrency import at_once
 from tools_app.models import ToolInvocation
 
 THREADS = 16
@@ -51,30 +52,6 @@ def committed(conn: psycopg.Connection, pk) -> bool:
     return conn.execute("SELECT EXISTS (SELECT 1 FROM tools_app_toolinvocation WHERE id = %s)", (pk,)).fetchone()[0]
 
 
-def run_together(target, count: int = THREADS) -> None:
-    """Run target(n) on `count` threads released at the same moment; their exceptions, if any, re-raised here."""
-    barrier = threading.Barrier(count)
-    errors: list[BaseException] = []
-
-    def body(n):
-        try:
-            barrier.wait()
-            target(n)
-        except BaseException as exc:  # noqa: BLE001 - handed to the test
-            errors.append(exc)
-        finally:
-            connection.close()  # this thread's Django connection
-
-    threads = [threading.Thread(target=body, args=(n,)) for n in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(30)
-    assert not any(thread.is_alive() for thread in threads), "a thread never returned"
-    if errors:
-        raise errors[0]
-
-
 # --- FastInsert's group commit against the real database ----------------------------------------------------
 
 
@@ -89,7 +66,7 @@ def test_threads_inserting_at_once_share_a_statement_and_each_returns_with_its_o
             pk = insert(agent_key="combined", tool_name=f"tool-{n}", status="ok", arguments={"n": n})
             seen_on_return[n] = committed(observer, pk)
 
-    run_together(audit)
+    at_once(audit, THREADS)
     assert seen_on_return == {n: True for n in range(THREADS)}  # durable the moment each thread got its answer
     rows = ToolInvocation.objects.filter(agent_key="combined")
     assert sorted(row.arguments["n"] for row in rows) == list(range(THREADS))
@@ -111,7 +88,7 @@ def test_concurrent_pipeline_calls_each_return_with_their_audit_row_committed(mo
                                                          session_key=f"together-{n}"))
             seen_on_return[n] = (outcome.status, committed(observer, outcome.invocation_id))
 
-    run_together(call)
+    at_once(call, THREADS)
     assert seen_on_return == {n: ("ok", True) for n in range(THREADS)}
     assert ToolInvocation.objects.filter(agent_key=agent.key).count() == THREADS
     assert sum(len(batch) for batch in batches) == THREADS

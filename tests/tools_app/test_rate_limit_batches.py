@@ -2,12 +2,12 @@
 concurrent calls through a Combiner): each call is all-or-nothing over its buckets and the calls are taken in
 batch order, exactly as if they had come one after the other; calls at the same moment, from one process or from
 several connections, never spend a token twice nor lose one."""
-import threading
 import time
 
 import pytest
 from django.db import connection
 
+from tests.concurrency import at_once
 from tools_app import ratelimit
 from tools_app.models import RateLimitBucket
 from tools_app.ratelimit import _pg_take, rate_limit_take
@@ -99,37 +99,11 @@ def hold_first_batch_until_all_queued(monkeypatch, count: int) -> list[int]:
     return sizes
 
 
-def at_once(target, count: int = THREADS) -> list:
-    """target(n) on `count` threads released together; their answers by n (exceptions re-raised here)."""
-    barrier = threading.Barrier(count)
-    answers: list = [None] * count
-    errors: list[BaseException] = []
-
-    def body(n):
-        try:
-            barrier.wait()
-            answers[n] = target(n)
-        except BaseException as exc:  # noqa: BLE001 - handed to the test
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=body, args=(n,)) for n in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(30)
-    assert not any(thread.is_alive() for thread in threads), "a take never returned"
-    if errors:
-        raise errors[0]
-    return answers
-
-
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_calls_of_a_process_share_the_agents_tokens_exactly(monkeypatch):
     limit = 5
     sizes = hold_first_batch_until_all_queued(monkeypatch, THREADS)
-    answers = at_once(lambda n: rate_limit_take([(f"s:together:{n}", 3), ("a:together", limit)]))
+    answers = at_once(lambda n: rate_limit_take([(f"s:together:{n}", 3), ("a:together", limit)]), THREADS)
     allowed = [n for n, empty in enumerate(answers) if empty == []]
     assert len(allowed) == limit  # no token spent twice, none lost
     assert all(empty == [1] for empty in answers if empty)  # the others were refused at the agent's bucket
@@ -150,7 +124,7 @@ def test_batches_taken_at_once_on_separate_connections_neither_double_spend_nor_
             return _pg_take([call(("a:x", limit), (f"s:{n}", 5)), call(("a:x", limit), ("a:y", 100))])
         return _pg_take([call((f"s:{n}", 5), ("a:x", limit)), call(("a:y", 100), ("a:x", limit))])
 
-    answers = at_once(batch)
+    answers = at_once(batch, THREADS)
     first_allowed = [n for n, (first, _) in enumerate(answers) if first == []]
     second_allowed = [n for n, (_, second) in enumerate(answers) if second == []]
     assert len(first_allowed) + len(second_allowed) == limit
