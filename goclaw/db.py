@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+import select
 import threading
 from typing import Any, Callable, Sequence
 
@@ -208,3 +209,21 @@ def pg_json(obj):
     if isinstance(obj, (list, tuple)):
         return [pg_json(v) for v in obj]
     return obj
+
+
+def close_connections_the_server_ended(**kwargs) -> None:
+    """At the start of a request: close every idle database connection of this thread that the server has already
+    spoken on. An idle session hears nothing unless the server ended it (a restart, `pg_terminate_backend`, an idle
+    timeout): its termination message, or end of file, waits in the socket. Left open, the request's first query
+    would fail on it (a 503); closed, Django connects again. One zero-timeout poll per connection, no round trip
+    (Django's CONN_HEALTH_CHECKS would cost a query per request)."""
+    for db in connections.all(initialized_only=True):
+        raw = db.connection
+        if raw is None or db.in_atomic_block or raw.closed:
+            continue
+        try:
+            readable, _, _ = select.select([raw.fileno()], [], [], 0)
+        except (OSError, ValueError, psycopg.Error):
+            readable = True
+        if readable:
+            db.close()
