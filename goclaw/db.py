@@ -190,7 +190,7 @@ _UNSTORABLE = {0: "\ufffd"}  # PostgreSQL text and jsonb cannot hold NUL
 
 
 def pg_text(value: str) -> str:
-    """`value` made storable in PostgreSQL: NUL and lone surrogates become U+FFFD (display copies only)."""
+    """`value` made storable in PostgreSQL: NUL becomes U+FFFD and a lone surrogate "?" (display copies only)."""
     if "\x00" in value:
         value = value.translate(_UNSTORABLE)
     try:
