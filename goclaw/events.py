@@ -70,8 +70,8 @@ def _batch_messages(items: list[tuple[str, dict[str, Any], list[str]]]) -> list[
             for (event_type, _, groups), body in zip(items, bodies) for g in groups]
 
 
-# orjson (native code) with Django's encoder for what it passes through: datetimes, dates and times, Decimals,
-# Decimals and lazy strings come out as DjangoJSONEncoder writes them.
+# orjson (native code) with Django's encoder for what it passes through: datetimes, dates and times, Decimals and
+# lazy strings come out as DjangoJSONEncoder writes them.
 _JSON_DEFAULT = DjangoJSONEncoder().default
 _JSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_NON_STR_KEYS
 

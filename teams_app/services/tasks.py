@@ -316,9 +316,11 @@ WITH pick AS (
     RETURNING {_RETURNING}
 ), event AS ({_event_insert(TeamEventType.CLAIMED.value)})
 SELECT {_COLUMNS}, {_BLOCKED_BY} FROM changed c ORDER BY c.priority DESC, c.number"""
-_CLAIM_TYPES = "bigint, bigint, bigint, text, jsonb, timestamptz, timestamptz, integer"
-_CLAIM_BEST = _CLAIM_SQL.replace("{named}", "AND $2::bigint IS NULL")
-_CLAIM_NAMED = _CLAIM_SQL.replace("{named}", "AND t.id = $2")
+_CLAIM_TYPES = ("bigint", "bigint", "bigint", "text", "jsonb", "timestamptz", "timestamptz", "integer")
+# Prepared once per database connection (goclaw.db.PreparedStatement): planning these statements costs PostgreSQL
+# more than running them.
+_CLAIM_BEST = PreparedStatement(_CLAIM_SQL.replace("{named}", "AND $2::bigint IS NULL"), _CLAIM_TYPES)
+_CLAIM_NAMED = PreparedStatement(_CLAIM_SQL.replace("{named}", "AND t.id = $2"), _CLAIM_TYPES)
 
 # Complete the caller's own tasks while it is in the team (any role) and the team is active; write a `completed`
 # event each; return the rows, their blockers' numbers, whether anything waits for each or a delegation runs on it
@@ -344,20 +346,7 @@ SELECT {_COLUMNS}, {_BLOCKED_BY},
     (SELECT a.key FROM {Team._meta.db_table} tm JOIN {Agent._meta.db_table} a ON a.id = tm.lead_id
      WHERE tm.id = c.team_id)
 FROM changed c"""
-_COMPLETE_TYPES = "bigint[], text[], bigint, text, jsonb, timestamptz"
-
-# Prepared once per database connection (goclaw.db.PreparedStatement): planning these statements costs PostgreSQL
-# more than running them.
-_statements: dict[str, PreparedStatement] = {}
-
-
-def _fast(sql: str, types: str, params: list[Any]) -> list[tuple[Any, ...]]:
-    """Run one hot-path statement (prepared on first use in this connection); its rows."""
-    statement = _statements.get(sql)
-    if statement is None:
-        statement = _statements.setdefault(sql, PreparedStatement(sql, types.split(", ")))
-    return statement.run(params)
-
+_COMPLETE = PreparedStatement(_COMPLETE_SQL, ("bigint[]", "text[]", "bigint", "text", "jsonb", "timestamptz"))
 
 def _task_from_row(row: tuple[Any, ...], actor: Actor, team: Team | None) -> tuple[TeamTask, list[str]]:
     """The task the fast statement returned (owned by the actor, with `team` when it is the task's), and the
@@ -376,9 +365,9 @@ def _claim_fast(actor: Actor, team: Team, named: TeamTask | None, count: int = 1
     expires = now + timedelta(minutes=team.lock_minutes)
     data = event_data({"lock_expires_at": expires})
     label = str(actor)
-    rows = _fast(_CLAIM_NAMED if named is not None else _CLAIM_BEST, _CLAIM_TYPES,
-                 [team.pk, named.pk if named is not None else None, actor.agent_id, label, json.dumps(data), now,
-                  expires, 1 if named is not None else count])
+    statement = _CLAIM_NAMED if named is not None else _CLAIM_BEST
+    rows = statement.run([team.pk, named.pk if named is not None else None, actor.agent_id, label, json.dumps(data), now,
+                          expires, 1 if named is not None else count])
     claimed, published = [], []
     for row in rows:
         task, blocked_by = _task_from_row(row, actor, team)
@@ -394,9 +383,8 @@ def _complete_fast(actor: Actor, results: list[tuple[TeamTask, str]]) -> list[Te
     """The whole completion of the caller's tasks in one statement (plus the finishing logic only for a task that
     something waits for or a delegation runs on); the tasks it completed, in the statement's order."""
     label = str(actor)
-    rows = _fast(_COMPLETE_SQL, _COMPLETE_TYPES,
-                 [[task.pk for task, _ in results], [result for _, result in results], actor.agent_id, label, "{}",
-                  _now()])
+    rows = _COMPLETE.run([[task.pk for task, _ in results], [result for _, result in results], actor.agent_id, label,
+                          "{}", _now()])
     teams = {task.team_id: task.team for task, _ in results if TeamTask.team.is_cached(task)}
     done_tasks, published = [], []
     for row in rows:
