@@ -40,7 +40,8 @@ class ConfigDraft(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        permissions = [("apply_configuration", "Can apply a configuration document (import)")]
+        permissions = [("apply_configuration", "Can apply a configuration document (import)"),
+                       ("export_configuration", "Can export the configuration document and see import dry runs")]
 
     def __str__(self) -> str:
         return f"draft {self.pk} by {self.created_by_id}"

@@ -29,6 +29,7 @@ class MCPLauncher(models.Model):
     class Meta:
         ordering = ["command"]
         verbose_name = "MCP launcher"
+        permissions = [("manage_mcplauncher", "Can add, change and remove MCP stdio launchers (programs run on the host)")]
 
     def __str__(self) -> str:
         return self.command
@@ -204,6 +205,7 @@ class MCPAccessRequest(models.Model):
     class Meta:
         ordering = ["-created_at"]
         verbose_name = "MCP access request"
+        permissions = [("review_mcpaccessrequest", "Can review (approve or reject) MCP access requests")]
         indexes = [models.Index(fields=["created_at"], condition=Q(status="pending"), name="mcp_access_pending")]
         constraints = [
             models.CheckConstraint(name="mcp_access_scope_fields", condition=(

@@ -31,6 +31,7 @@ class Agent(models.Model):
 
     class Meta:
         ordering = ["key"]
+        permissions = [("execute_as_agent", "Can run a tool as an agent (API execute, playground, approved runs)")]
 
     def __str__(self) -> str:
         return self.key

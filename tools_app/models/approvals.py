@@ -84,6 +84,7 @@ class ApprovalRequest(models.Model):
 
     class Meta:
         ordering = ["-requested_at"]
+        permissions = [("decide_approvalrequest", "Can decide approval requests (approve, deny, cancel)")]
         indexes = [
             models.Index(fields=["status", "expires_at"], name="approval_status_expiry"),
             models.Index(fields=["agent", "session_key", "tool_name", "status"], name="approval_agent_session"),
@@ -163,6 +164,7 @@ class PendingChange(models.Model):
     class Meta:
         ordering = ["created_at"]
         indexes = [models.Index(fields=["agent", "session_key", "status"], name="pending_change_session")]
+        permissions = [("decide_pendingchange", "Can accept or reject held changes")]
 
     def __str__(self) -> str:
         return f"{self.agent.key}:{self.tool_name} {self.path} {self.status}"

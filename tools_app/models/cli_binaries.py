@@ -33,6 +33,11 @@ class SecureCLIBinary(models.Model):
         validators=[MinValueValidator(1), MaxValueValidator(CLI_BINARY_MAX_TIMEOUT)])
     tips = models.TextField(blank=True, help_text="shown to the model in the tool description")
     enabled = models.BooleanField(default=True)
+    risk_acknowledged = models.BooleanField(
+        default=False, verbose_name="I accept that this binary can reveal its credentials",
+        help_text="required for a program that can start other programs or print its environment (env, shells, "
+                  "interpreters, xargs, find, busybox, …): an agent could make it print the credentials in forms the "
+                  "scrubber may not recognise")
     agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.CASCADE, related_name="cli_binaries",
                               help_text="empty: every agent may use this binary")
     env_sealed = models.TextField(blank=True, default="", editable=False)
@@ -43,6 +48,7 @@ class SecureCLIBinary(models.Model):
 
     class Meta:
         ordering = ["name", "created_at"]
+        permissions = [("manage_credentialed_binaries", "Can register, change and remove credentialed binaries")]
         constraints = [
             models.UniqueConstraint(fields=["name"], condition=Q(agent__isnull=True), name="cli_binary_global_name"),
             models.UniqueConstraint(fields=["name", "agent"], name="cli_binary_agent_name"),

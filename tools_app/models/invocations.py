@@ -69,6 +69,8 @@ class ToolInvocation(models.Model):
             models.Index(fields=["pending_change_id"], name="invocation_pending_change",
                          condition=Q(pending_change_id__isnull=False)),
         ]
+        permissions = [("view_payload", "Can view audit payloads (arguments, errors, stored outputs); each read is recorded"),
+                       ("export_audit", "Can export the audit trail (CSV, JSON lines)")]
 
     def __str__(self) -> str:
         return f"{self.agent_key}:{self.tool_name} {self.status}"
@@ -98,3 +100,23 @@ class RateLimitBucket(models.Model):
 
     def __str__(self) -> str:
         return self.key
+
+
+class AuditEvent(models.Model):
+    """An append-only record of something people or goclaw did to governed state that the invocation rows do not
+    show: an approval or held change decided, audit payloads read or exported, a retention purge. `actor` is
+    "staff:<username>", "agent:<key>" or "system"; `details` is scrubbed like an invocation's arguments."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    kind = models.CharField(max_length=64, help_text="e.g. approval.decided, audit.payload_viewed, audit.purged")
+    actor = models.CharField(max_length=160, blank=True)
+    target = models.CharField(max_length=255, blank=True, help_text="what it was about, e.g. an approval's id")
+    details = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["kind", "-created_at"], name="audit_event_kind_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} by {self.actor or 'system'}"

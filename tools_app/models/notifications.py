@@ -32,6 +32,8 @@ class NotificationChannel(models.Model):
     url = models.URLField(max_length=2000, help_text="where the POST goes (http or https); redirects are not followed")
     secret_sealed = models.TextField(blank=True, help_text="HMAC-SHA256 signing secret, sealed; empty: unsigned")
     enabled = models.BooleanField(default=True)
+    allow_private_network = models.BooleanField(
+        default=False, help_text="the URL may point at loopback or private addresses (a chat server on your own network)")
     agents = models.ManyToManyField(Agent, blank=True, related_name="+",
                                     help_text="only requests of these agents; none selected: every agent")
     tool_names = models.JSONField(default=list, blank=True,

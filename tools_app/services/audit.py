@@ -14,12 +14,24 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from tools_app.models import StoredToolOutput, ToolInvocation
+from tools_app.models import AuditEvent, StoredToolOutput, ToolInvocation
 from tools_app.security.scrub import default_scrubber
 
 logger = logging.getLogger("goclaw.audit")
 
 PURGE_BATCH = 5000
+
+
+# --- audit events ------------------------------------------------------------------------------------------
+def audit_event_record(*, kind: str, actor: str = "", target: str = "", details: dict[str, Any] | None = None) -> str:
+    """Append one AuditEvent (append-only; docs/audit-integrity.md) and return its id. Written in the caller's
+    transaction when there is one, so a decision and its record commit together."""
+    from goclaw.db import pg_json
+    from tools_app.labels import label
+
+    event = AuditEvent.objects.create(kind=label(kind, 64), actor=label(actor, 160), target=label(target, 255),
+                                      details=pg_json(default_scrubber.scrub_data(details or {})[0]))
+    return str(event.id)
 
 
 # --- retention ---------------------------------------------------------------------------------------------
