@@ -11,4 +11,5 @@ class ConfigAppConfig(AppConfig):
     def ready(self) -> None:
         from goclaw.realtime import websocket_staff_group_register
 
-        websocket_staff_group_register(r"config")  # config.imported reaches staff sockets subscribed to it
+        # config.imported reaches staff sockets subscribed to it
+        websocket_staff_group_register(r"config", permission="config_app.export_configuration")

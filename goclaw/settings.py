@@ -43,6 +43,11 @@ else:
         production=PRODUCTION,
         generate=lambda: __import__("base64").b64encode(os.urandom(32)).decode(),
     )
+# The audit trail's HMAC key (docs/audit-integrity.md): it never enters the database, so nobody with only the
+# database can make a changed, removed or added audit row fit its chain. Old keys still verify older chains.
+GOCLAW_AUDIT_KEY = (env_str("GOCLAW_AUDIT_KEY") or "goclaw-tests-only-audit-key") if TESTING else read_or_create_secret(
+    "GOCLAW_AUDIT_KEY", DATA_DIR / "audit-key.txt", production=PRODUCTION, generate=lambda: secrets.token_urlsafe(32))
+GOCLAW_AUDIT_OLD_KEYS = env_list("GOCLAW_AUDIT_OLD_KEYS")
 # Keys that sealed values before the last rotation: they still open them (docs/secrets.md).
 GOCLAW_ENCRYPTION_OLD_KEYS = env_list("GOCLAW_ENCRYPTION_OLD_KEYS")
 keyring_check(GOCLAW_ENCRYPTION_KEY, GOCLAW_ENCRYPTION_OLD_KEYS)  # a malformed key stops the start, named
@@ -138,6 +143,9 @@ else:
     # Embedded PostgreSQL in DATA_DIR/postgres: bootstrapped (or migrated from trust auth) as its superuser,
     # then every process connects as the non-superuser `goclaw` role that owns the database.
     DATABASES = {"default": db_settings_from_uri(start_embedded(DATA_DIR))}
+# The embedded instance's home (its superuser's password file is there): `migrate` hands the append-only audit tables
+# to their own role afterwards (docs/audit-integrity.md). None with DATABASE_URL and in tests.
+EMBEDDED_DB_HOME = None if (DATABASE_URL or TESTING) else DATA_DIR
 DATABASES["default"]["CONN_MAX_AGE"] = 0 if TESTING else env_int("GOCLAW_DB_CONN_MAX_AGE", 600, minimum=0)
 # Off by default: the check is one extra round trip per request (~0.5 ms here). `up` restarts the
 # servers with PostgreSQL, so stale connections do not outlive a database restart.
@@ -283,6 +291,8 @@ MEMORY_EMBEDDINGS_MODEL = env_str("GOCLAW_EMBEDDINGS_MODEL", "text-embedding-3-s
 MEMORY_EMBEDDINGS_API_KEY = env_str("GOCLAW_EMBEDDINGS_API_KEY")
 MEMORY_EMBEDDINGS_TIMEOUT = env_int("GOCLAW_EMBEDDINGS_TIMEOUT", 30, minimum=1, maximum=600)
 MEMORY_EMBEDDINGS_SEND_DIMENSIONS = env_bool("GOCLAW_EMBEDDINGS_SEND_DIMENSIONS", True)
+# the embeddings URL may be loopback or private (a local server); off: refused at dial time (goclaw.outbound)
+MEMORY_EMBEDDINGS_ALLOW_PRIVATE_NETWORK = env_bool("GOCLAW_EMBEDDINGS_ALLOW_PRIVATE_NETWORK", False)
 # Half the cores (1 on 2): onnxruntime's intra-op threads spin between runs and took the cores PostgreSQL needed
 # (2 shared cores: memory_search p50 -35..45% with 1 thread, batch embedding throughput the same).
 MEMORY_EMBEDDER_THREADS = env_int("GOCLAW_MEMORY_EMBEDDER_THREADS", min(4, max(1, (os.cpu_count() or 1) // 2)),

@@ -22,7 +22,7 @@ def _contribute_to_platform() -> None:
     from goclaw.realtime import websocket_staff_group_register
     from goclaw.services import schedule_register
 
-    websocket_staff_group_register(r"mcp")
+    websocket_staff_group_register(r"mcp", permission=("mcp_app.view_mcpserver", "mcp_app.view_mcpaccessrequest"))
     schedule_register("mcp health sweep", "mcp_app.tasks.health_sweep", "* * * * * */30")  # every 30 s
     schedule_register("mcp server sessions purge", "mcp_app.tasks.server_sessions_purge", "*/5 * * * *")  # every 5 min
 

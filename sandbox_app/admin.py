@@ -52,7 +52,7 @@ class SandboxProfileAdmin(admin.ModelAdmin):
     def selftest(self, obj: SandboxProfile):
         return obj.selftest_ok
 
-    @admin.action(description="Run the self-test (probes what the sandbox holds)")
+    @admin.action(description="Run the self-test (probes what the sandbox holds)", permissions=["change"])
     def run_selftest(self, request, queryset):
         reports = [(profile, sandbox_selftest_run(profile=profile, hostile_paths=platform_paths()))
                    for profile in queryset[:5]]

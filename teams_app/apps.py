@@ -10,8 +10,11 @@ class TeamsAppConfig(AppConfig):
         from goclaw.services import schedule_register
         from teams_app import context, tools, tools_delegation
 
-        websocket_staff_group_register(r"team\.[0-9a-zA-Z_-]{1,64}")  # staff may watch one team's board live
-        websocket_staff_group_register(r"teams")  # every team's board changes, handoffs, delegations
+        # one team's board live (its tasks and mailbox); every team's board changes, handoffs, delegations
+        websocket_staff_group_register(r"team\.[0-9a-zA-Z_-]{1,64}",
+                                       permission=("teams_app.view_teamtask", "teams_app.view_teammessage"))
+        websocket_staff_group_register(r"teams", permission=(
+            "teams_app.view_teamtask", "teams_app.view_delegation", "teams_app.view_handoffroute"))
         schedule_register("team board sweep", "teams_app.tasks.board_sweep", "* * * * *")  # every minute
         tools.register()  # team_tasks, team_message
         tools_delegation.register()  # handoff, delegate

@@ -8,8 +8,6 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from django.contrib import admin, messages
-from django.contrib.admin.views.decorators import staff_member_required
-from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Prefetch, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
@@ -17,6 +15,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from goclaw.authz import person_may, person_required
 from goclaw.errors import ApplicationError
 from teams_app import forms as action_forms
 from teams_app.actors import Actor
@@ -36,11 +35,6 @@ VIEW_PERMISSION = "teams_app.view_teamtask"
 CHANGE_PERMISSION = "teams_app.change_teamtask"
 
 
-def _require(request: HttpRequest, permission: str) -> None:
-    if not request.user.has_perm(permission):
-        raise PermissionDenied
-
-
 def _context(request: HttpRequest, **extra: Any) -> dict[str, Any]:
     """The admin's own context (site header, user links, nav sidebar), so the pages look like the admin."""
     return {**admin.site.each_context(request), **extra}
@@ -58,11 +52,10 @@ def _task_url(team: Team, identifier: str) -> str:
     return reverse("teams:task", args=[team.pk, identifier])
 
 
-@staff_member_required
+@person_required(VIEW_PERMISSION)
 @require_GET
 def team_index(request: HttpRequest) -> HttpResponse:
     """Every team with its lead and open task counts, each linking to its board."""
-    _require(request, VIEW_PERMISSION)
     needs_person = Q(tasks__status__in=[TaskStatus.BLOCKED, TaskStatus.STALE, TaskStatus.IN_REVIEW]) | (
         Q(tasks__status__in=ACTIVE_STATUSES) & Q(tasks__question__gt=""))
     teams = Team.objects.select_related("lead").annotate(
@@ -107,11 +100,10 @@ def _version(updated_at) -> int:
     return int(updated_at.timestamp()) * 1000 + updated_at.microsecond // 1000
 
 
-@staff_member_required
+@person_required(VIEW_PERMISSION)
 @require_GET
 def board(request: HttpRequest, team_id: int) -> HttpResponse:
     """The live board: one column per status; filters (owner, full-text search, show terminal) are GET params."""
-    _require(request, VIEW_PERMISSION)
     team = _team_or_none(team_id)
     if team is None:
         messages.error(request, f"There is no team {team_id}.")
@@ -137,12 +129,11 @@ def board(request: HttpRequest, team_id: int) -> HttpResponse:
         live=live, truncated=truncated, active_limit=ACTIVE_LIMIT))
 
 
-@staff_member_required
+@person_required(VIEW_PERMISSION)
 @require_GET
 def task_detail(request: HttpRequest, team_id: int, identifier: str) -> HttpResponse:
     """A task with its description, result, comments, attachments, events and dependencies both ways, and the
     recovery actions its status allows."""
-    _require(request, VIEW_PERMISSION)
     team = _team_or_none(team_id)
     if team is None:
         messages.error(request, f"There is no team {team_id}.")
@@ -161,7 +152,7 @@ def task_detail(request: HttpRequest, team_id: int, identifier: str) -> HttpResp
     for event in events:
         event.data_json = json.dumps(event.data, ensure_ascii=False, sort_keys=True, default=str)
     status = task.status
-    can_change = request.user.has_perm(CHANGE_PERMISSION)
+    can_change = person_may(request.user, CHANGE_PERMISSION)
     available = {
         "cancel": status not in TERMINAL_STATUSES,
         "retry": status in (TaskStatus.FAILED, TaskStatus.STALE, TaskStatus.CANCELLED, TaskStatus.COMPLETED),
@@ -207,11 +198,10 @@ ACTIONS: dict[str, RecoveryAction] = {
 }
 
 
-@staff_member_required
+@person_required(VIEW_PERMISSION, CHANGE_PERMISSION)
 @require_POST
 def task_action(request: HttpRequest, team_id: int, identifier: str, action: str) -> HttpResponse:
     """Run one recovery action as the person; back to the task page (or the board, `back=board`) with a message."""
-    _require(request, CHANGE_PERMISSION)
     team = _team_or_none(team_id)
     if team is None:
         messages.error(request, f"There is no team {team_id}.")

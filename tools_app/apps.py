@@ -34,6 +34,7 @@ def _scrub_platform_secrets() -> None:
     from tools_app.security.scrub import default_scrubber
 
     values = [settings.SECRET_KEY, settings.GOCLAW_ENCRYPTION_KEY, *settings.GOCLAW_ENCRYPTION_OLD_KEYS, settings.ADMIN_PASSWORD,
+              settings.GOCLAW_AUDIT_KEY, *settings.GOCLAW_AUDIT_OLD_KEYS,
               settings.MEMORY_EMBEDDINGS_API_KEY,
               *(db.get("PASSWORD", "") for db in settings.DATABASES.values())]
     default_scrubber.add_values(v for v in values if v)
@@ -51,8 +52,12 @@ def _contribute_to_platform() -> None:
     schedule_register("tools audit retention purge", "tools_app.tasks.purge_expired_audit", "17 * * * *")
     schedule_register("tools approval notifications", "tools_app.tasks.send_approval_notifications", "* * * * * */15")
     websocket_authenticator_register(authenticate=token_authenticate, active=token_active)
-    for pattern in (r"approvals", r"invocations", r"agent\.[a-z0-9_-]{1,64}"):
-        websocket_staff_group_register(pattern)
+    # approval and held-change events; every call's summary (no payloads); everything about one agent (its calls,
+    # approvals, context files, memory, skills, MCP requests, team tasks and messages)
+    websocket_staff_group_register(r"approvals", permission="tools_app.view_approvalrequest")
+    websocket_staff_group_register(r"invocations", permission="tools_app.view_toolinvocation")
+    websocket_staff_group_register(r"agent\.[a-z0-9_-]{1,64}", permission=(
+        "tools_app.view_agent", "tools_app.view_toolinvocation", "tools_app.view_approvalrequest"))
 
 
 def _register_encrypted_fields() -> None:

@@ -1,18 +1,43 @@
-"""Custom tools' command templates (docs/custom-tools.md): checking and rendering them. The tool a `CustomTool` row
-becomes and the tool source live in `tools_app.builtin.custom`; writes in `tools_app.services.custom_tools`.
+"""Custom tools' command templates (docs/custom-tools.md): checking, compiling and rendering them. The tool a
+`CustomTool` row becomes and the tool source live in `tools_app.builtin.custom`; writes in
+`tools_app.services.custom_tools`.
 
-Rendering: every `{{.key}}` becomes `shlex.quote` of the argument (JSON first for a non-string value, `''` for an
-optional argument left out), so a value always reaches the command as one literal word, whatever it contains.
+Arguments reach the command as data, never as text in the script: every `{{.key}}` becomes a reference to an
+environment variable (`GOCLAW_ARG_key`) that holds the argument, quoted for where it stands (`"${GOCLAW_ARG_key}"` in
+a word, `${GOCLAW_ARG_key}` inside the author's double quotes or an unquoted here-document). The shell never parses
+an expansion's result, so `$(id)`, backquotes, quotes or newlines in a value stay text. Where a reference could
+still be read as code (single quotes, arithmetic, `eval`, `sh -c`, a command name, …) the template is refused when
+it is saved (`tools_app.security.template_check`).
+
+`render_command` writes the values into the template instead, quoted for their place: that text is what the shell
+safety check, the approval prompt and the audit judge; it means exactly what the script does with the values.
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shlex
+from dataclasses import dataclass
 from typing import Any
+
+from tools_app.security.template_check import (
+    DQUOTE,
+    WORD,
+    Site,
+    TemplateRefused,
+    check_template,
+    cross_check,
+    verify_script,
+)
 
 # `{{.key}}`, spaces allowed inside the braces (`{{ .key }}`), Go-template style.
 PLACEHOLDER_RE = re.compile(r"\{\{\s*\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+# The environment variables that carry the arguments: generated from the placeholder's parameter name, never from
+# a caller; a tool's own env may not use the prefix (refused at save time), and the arguments are set last.
+ARG_ENV_PREFIX = "GOCLAW_ARG_"
+# Linux refuses a single environment string ("NAME=value" and its NUL) longer than MAX_ARG_STRLEN (32 pages).
+MAX_ENV_STRING_BYTES = 32 * 4096
 
 
 class TemplateError(ValueError):
@@ -32,6 +57,91 @@ def template_placeholders(template: str) -> list[str]:
     return names
 
 
+def argument_env_name(name: str) -> str:
+    """The environment variable that carries the argument a `{{.name}}` placeholder stands for."""
+    return ARG_ENV_PREFIX + name
+
+
+@dataclass(frozen=True)
+class CompiledTemplate:
+    """A checked template: the script that runs (placeholders replaced by references), and where each placeholder
+    stands, for rendering the same command with the values written in."""
+
+    template: str
+    script: str
+    sites: tuple[tuple[int, int, str, str], ...]  # (start, end, parameter name, context) in the template
+    names: tuple[str, ...]                        # parameter names, in order of first use
+
+    def environment(self, args: dict[str, Any]) -> dict[str, str]:
+        """The environment variables that carry this call's arguments (an optional argument left out: empty)."""
+        env = {}
+        for name in self.names:
+            text = argument_text(name, args.get(name))
+            key = argument_env_name(name)
+            if len(f"{key}={text}".encode()) + 1 > MAX_ENV_STRING_BYTES:
+                raise TemplateError(f"argument {name} is longer than a process environment can carry "
+                                    f"({MAX_ENV_STRING_BYTES - len(key) - 2} bytes at most)")
+            env[key] = text
+        return env
+
+    def render(self, args: dict[str, Any]) -> str:
+        """The command with every value written in, quoted for its place: what the safety check, approvals and
+        the audit see. It means what the script does; it is never what runs."""
+        out, pos = [], 0
+        for start, end, name, context in self.sites:
+            out.append(self.template[pos:start])
+            text = argument_text(name, args.get(name))
+            if context == WORD:
+                out.append(shlex.quote(text))
+            elif context == DQUOTE:
+                out.append(re.sub(r'([\\"$`])', r"\\\1", text))
+            else:  # HEREDOC: \, $ and ` are the only characters special there
+                out.append(re.sub(r"([\\$`])", r"\\\1", text))
+            pos = end
+        out.append(self.template[pos:])
+        return "".join(out)
+
+
+def argument_text(name: str, value: Any) -> str:
+    """One argument as the text the command receives: strings as they are, anything else as JSON; missing: ''."""
+    if value is None:
+        return ""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+    if "\x00" in text:
+        raise TemplateError(f"argument {name}: an argument contains a NUL byte, which no command can receive")
+    return text
+
+
+@functools.lru_cache(maxsize=512)
+def compile_template(template: str) -> CompiledTemplate:
+    """Check `template` and build the script it runs. Raises TemplateError naming every placeholder that stands
+    where a value could be read as code (or would not expand at all), and why."""
+    names = template_placeholders(template)
+    if ARG_ENV_PREFIX in template:
+        raise TemplateError(f"names starting with {ARG_ENV_PREFIX} are reserved for the variables goclaw passes the "
+                            "arguments in: use {{.name}} placeholders")
+    matches = list(PLACEHOLDER_RE.finditer(template))
+    if not matches:
+        return CompiledTemplate(template, template, (), ())
+    sites = [Site(m.start(), m.end(), m.group(1), argument_env_name(m.group(1))) for m in matches]
+    try:
+        contexts = check_template(template, sites)
+    except TemplateRefused as exc:
+        raise TemplateError("; ".join(exc.problems)) from None
+    script, pos = [], 0
+    for site, context in zip(sites, contexts):
+        script.append(template[pos:site.start])
+        script.append(f'"${{{site.reference}}}"' if context == WORD else f"${{{site.reference}}}")
+        pos = site.end
+    script.append(template[pos:])
+    text = "".join(script)
+    problems = verify_script(text, sites, contexts) + cross_check(text, sorted({s.reference for s in sites}))
+    if problems:
+        raise TemplateError("; ".join(problems))
+    return CompiledTemplate(template, text, tuple((s.start, s.end, s.name, c) for s, c in zip(sites, contexts)),
+                            tuple(names))
+
+
 def template_problems(template: str, parameters: dict[str, Any]) -> list[str]:
     """What is wrong with `template` for this parameters schema (empty: it renders for every valid call)."""
     try:
@@ -40,56 +150,17 @@ def template_problems(template: str, parameters: dict[str, Any]) -> list[str]:
         return [str(exc)]
     declared = set((parameters or {}).get("properties") or {})
     problems = [f"placeholder {{{{.{name}}}}} names no declared parameter" for name in used if name not in declared]
-    return problems + [f"placeholder {{{{.{name}}}}} is inside quotes: goclaw quotes every value itself, and a value "
-                       "quoted twice can end the author's quotes and run as shell code — write it bare"
-                       for name in quoted_placeholders(template)]
-
-
-def quoted_placeholders(template: str) -> list[str]:
-    """Placeholders that sit inside '…', "…" or `…` in the template (checked at save time: inside quotes, the
-    quoted value would close the author's quote and the rest of it would reach the shell unquoted)."""
-    found: list[str] = []
-    quote, i, matches = "", 0, {m.start(): m for m in PLACEHOLDER_RE.finditer(template)}
-    while i < len(template):
-        match = matches.get(i)
-        if match is not None:
-            if quote and match.group(1) not in found:
-                found.append(match.group(1))
-            i = match.end()
-            continue
-        ch = template[i]
-        if ch == "\\" and quote != "'":
-            i += 2
-            continue
-        if quote:
-            if ch == quote:
-                quote = ""
-        elif ch in "'\"`":
-            quote = ch
-        i += 1
-    return found
-
-
-def render_value(value: Any) -> str:
-    """One argument as a single shell word: strings as they are, anything else as JSON; missing → ''."""
-    if value is None:
-        return "''"
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
-    if "\x00" in text:
-        raise TemplateError("an argument contains a NUL byte, which no command can receive")
-    return shlex.quote(text)
+    try:
+        compile_template(template)
+    except TemplateError as exc:
+        problems.append(str(exc))
+    return problems
 
 
 def render_command(template: str, args: dict[str, Any]) -> str:
-    """The command a call runs: `template` with every placeholder replaced by its quoted argument."""
-    def replace(match: re.Match) -> str:
-        name = match.group(1)
-        try:
-            return render_value(args.get(name))
-        except TemplateError as exc:
-            raise TemplateError(f"argument {name}: {exc}") from None
-
-    return PLACEHOLDER_RE.sub(replace, template)
+    """The command a call means, with every argument written in and quoted for its place (see CompiledTemplate.render);
+    what runs is `compile_template(template).script` with `environment(args)`."""
+    return compile_template(template).render(args if isinstance(args, dict) else {})
 
 
 def env_seal_context(pk: Any) -> str:

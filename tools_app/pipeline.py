@@ -239,22 +239,25 @@ def output_budget(ctx: ToolContext, tool_name: str) -> int:
     return int(per_tool or ctx.settings.get("output_budget_chars") or settings.TOOL_OUTPUT_BUDGET_CHARS)
 
 
+_insert_output = FastInsert(StoredToolOutput)
+
+
 def apply_output_budget(ctx: ToolContext, tool_name: str, text: str) -> tuple[str, str | None]:
     """Cut text above the budget to head + tail, storing the full (already scrubbed) text for `tool_output_get`,
     under the user's label (what `tool_output_get` looks it up by)."""
     budget = output_budget(ctx, tool_name)
     if len(text) <= budget:
         return text, None
-    stored = StoredToolOutput.objects.create(agent_key=ctx.agent_key, user_id=labels_of(ctx).user_id,
-                                             tool_name=label(tool_name, 128), content=pg_text(text))
+    stored_id = _insert_output(agent_key=ctx.agent_key, user_id=labels_of(ctx).user_id, tool_name=label(tool_name, 128),
+                               content=pg_text(text))
     head = int(budget * 0.7)
     tail = budget - head
     cut = len(text) - head - tail
     marker = (
         f"\n\n[... {cut} characters cut of {len(text)} total. The full output is stored: call "
-        f"tool_output_get with output_id=\"{stored.id}\" and an offset to read it ...]\n\n"
+        f"tool_output_get with output_id=\"{stored_id}\" and an offset to read it ...]\n\n"
     )
-    return text[:head] + marker + text[-tail:], str(stored.id)
+    return text[:head] + marker + text[-tail:], str(stored_id)
 
 
 _insert_invocation = FastInsert(ToolInvocation)

@@ -15,11 +15,13 @@ from django.db.models.functions import Length, Substr
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
+from goclaw.authz import person_may
 from goclaw.db import pg_text
 from goclaw.errors import NotFound, ValidationError
 from tools_app.choices import InvocationStatus
 from tools_app.models import ApprovalRequest, PendingChange, StoredToolOutput, ToolInvocation
 from tools_app.models.invocations import invocation_search_document
+from tools_app.security.scrub import default_scrubber
 
 # Query-string name -> model field, for the exact-match filters.
 EXACT_FILTERS = {"agent": "agent_key", "user": "user_id", "session": "session_key", "tool": "tool_name",
@@ -193,3 +195,57 @@ def audit_invocation_links(row: ToolInvocation, *, output_preview_chars: int = 4
                   .annotate(chars=Length("content"), head=Substr("content", 1, output_preview_chars))
                   .defer("content").first())
     return AuditLinks(approvals, changes, held, output)
+
+
+# --- payloads: what a person without tools_app.view_payload sees -----------------------------------------------
+# An audit row's payloads are what the agent sent and what came back: arguments, the error text, the observe reasons,
+# and the stored output. They are stored scrubbed; people who may read audit rows but not payloads (Operators) see
+# each string cut to a short preview, stored outputs not at all. Every entrypoint (API, admin, console) masks with
+# these functions and records the reads that show payloads (tools_app.services.audit.audit_payload_viewed).
+PAYLOAD_PERMISSION = "tools_app.view_payload"
+PAYLOAD_PREVIEW_CHARS = 40
+PAYLOAD_FIELDS = ("arguments", "error", "observe_reasons")
+_MASK_DEPTH = 32  # deeper structures (agents choose the nesting) are summarised rather than walked
+
+
+def payloads_visible(user) -> bool:
+    """May this person read audit payloads as stored (and so have the read recorded)?"""
+    return person_may(user, PAYLOAD_PERMISSION)
+
+
+def payload_preview(text: str) -> str:
+    """A payload string as people without view_payload see it: scrubbed again (rows kept from before a detector
+    existed), then cut to its first PAYLOAD_PREVIEW_CHARS characters with its length."""
+    text = default_scrubber.scrub(text)[0] if text else ""
+    if len(text) <= PAYLOAD_PREVIEW_CHARS:
+        return text
+    return f"{text[:PAYLOAD_PREVIEW_CHARS]}…({len(text)} chars)"
+
+
+def payload_masked(value: Any, _depth: int = 0) -> Any:
+    """`value` (arguments, observe reasons, an error) with every string, keys included, replaced by its preview;
+    numbers, booleans and null are kept, the shape too (down to _MASK_DEPTH levels)."""
+    if isinstance(value, str):
+        return payload_preview(value)
+    if isinstance(value, (dict, list, tuple)) and _depth >= _MASK_DEPTH:
+        return "…(nested deeper)"
+    if isinstance(value, dict):
+        return {payload_preview(str(key)): payload_masked(item, _depth + 1) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [payload_masked(item, _depth + 1) for item in value]
+    return value
+
+
+def output_masked(content: str | None, chars: int | None = None) -> str:
+    """What people without view_payload see of a stored output: that it exists and its size, never its text."""
+    size = chars if chars is not None else len(content or "")
+    return f"(hidden: {size} characters; reading stored outputs needs {PAYLOAD_PERMISSION})"
+
+
+def invocation_payloads_masked(record: dict[str, Any]) -> dict[str, Any]:
+    """A serialised invocation (API row, export record) with its payload fields masked; other fields unchanged."""
+    masked = dict(record)
+    for name in PAYLOAD_FIELDS:
+        if name in masked:
+            masked[name] = payload_masked(masked[name])
+    return masked

@@ -11,8 +11,9 @@ from importlib import import_module
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.contrib.auth.signals import user_logged_out
-from django.db.models.signals import post_delete, post_save
+from django.db.models.signals import m2m_changed, post_delete, post_save
 
 from goclaw import events
 from tools_app.models import Agent, AgentToken
@@ -51,6 +52,26 @@ def _logged_out(sender, request, user, **kwargs):
         events.principal_ended([events.session_principal_group(session.session_key)])
 
 
+def _permissions_changed(sender, instance, action, reverse, model, pk_set, **kwargs):
+    """A person's permissions changed (their own, their groups', or their group membership): their sockets re-check
+    which staff groups they may still see (goclaw.consumers), after commit. Clears are read at `pre_clear`, while
+    the links, and so the people, still exist."""
+    if action not in ("post_add", "post_remove", "pre_clear"):
+        return
+    user_model = get_user_model()
+    if isinstance(instance, user_model):
+        people = {instance.pk}
+    elif model is user_model:  # from the group's or the permission's side, naming users
+        people = set(pk_set) if pk_set is not None else set(getattr(instance, "user_set").values_list("pk", flat=True))
+    elif isinstance(instance, Group):  # a group's permissions
+        people = set(instance.user_set.values_list("pk", flat=True))
+    else:  # a permission given to or taken from groups
+        groups = pk_set if pk_set is not None else instance.group_set.values_list("pk", flat=True)
+        people = set(user_model._default_manager.filter(groups__in=list(groups)).values_list("pk", flat=True))
+    if people:
+        events.principal_changed(events.principal_group("user", pk) for pk in people)
+
+
 def connect() -> None:
     for kind, model in (("token", AgentToken), ("agent", Agent), ("user", get_user_model())):
         post_save.connect(_principal_saved(kind), sender=model, weak=False, dispatch_uid=f"ws-principal-save-{kind}")
@@ -59,3 +80,6 @@ def connect() -> None:
     if hasattr(store, "get_model_class"):  # database-backed sessions
         post_delete.connect(_session_deleted, sender=store.get_model_class(), dispatch_uid="ws-principal-delete-session")
     user_logged_out.connect(_logged_out, dispatch_uid="ws-principal-logout")
+    user_model = get_user_model()
+    for through in (user_model.user_permissions.through, user_model.groups.through, Group.permissions.through):
+        m2m_changed.connect(_permissions_changed, sender=through, dispatch_uid=f"ws-principal-permissions-{through.__name__}")

@@ -12,7 +12,7 @@ from rest_framework.views import APIView
 
 from config_app.api.serializers import ConfigImportPlanSerializer
 from config_app.document import document_dump, document_load
-from config_app.permissions import may_apply
+from config_app.permissions import APPLY_PERMISSION, EXPORT_PERMISSION, may_apply
 from config_app.services import config_export, config_import
 from goclaw.api import IsStaff, error_responses
 from goclaw.errors import PermissionDenied, ValidationError
@@ -45,6 +45,7 @@ class ConfigExportView(APIView):
     """The whole governance configuration as one document."""
 
     permission_classes = [IsStaff]
+    staff_permissions = {"GET": ("config_app.export_configuration",)}
     renderer_classes = [JSONRenderer]
 
     def perform_content_negotiation(self, request, force=False):
@@ -75,6 +76,9 @@ class ConfigImportView(APIView):
     """Apply a document (or only compute its plan with ?dry_run=1)."""
 
     permission_classes = [IsStaff]
+    # A dry run shows the plan against the current configuration (a read, like the export); applying also needs
+    # config_app.apply_configuration, checked in post() through the same layer.
+    staff_permissions = {"POST": ("config_app.export_configuration",)}
     parser_classes = DOCUMENT_PARSERS
 
     @extend_schema(
@@ -86,14 +90,15 @@ class ConfigImportView(APIView):
         request={"application/yaml": OpenApiTypes.OBJECT, "application/json": OpenApiTypes.OBJECT},
         responses={200: ConfigImportPlanSerializer, **error_responses({
             400: "config_invalid: details.problems lists every problem as {path, message}; nothing was changed",
-            403: "staff only; applying (not a dry run) needs a superuser or config_app.apply_configuration"})},
+            403: "staff without config_app.export_configuration; applying (not a dry run) also needs "
+                 "config_app.apply_configuration (config_apply_denied)"})},
         description="All or nothing, in one transaction. Accepts the export's YAML or JSON, and GoClaw's JSON shapes "
                     "(custom tool lists, MCP servers, grants).")
     def post(self, request):
         dry_run, prune = _flag(request, "dry_run"), _flag(request, "prune")
         if not dry_run and not may_apply(request.user):
-            raise PermissionDenied("applying a configuration needs a superuser or the apply_configuration permission; "
-                                   "a dry run is open to staff", code="config_apply_denied")
+            raise PermissionDenied(f"applying a configuration needs the {APPLY_PERMISSION} permission; a dry run "
+                                   f"needs {EXPORT_PERMISSION}", code="config_apply_denied")
         data = request.data if isinstance(request.data, bytes) else b""
         plan = config_import(document_load(data), dry_run=dry_run, prune=prune, actor=request.user)
         return Response(plan)

@@ -5,14 +5,16 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
-from django.http import HttpResponseForbidden, HttpResponseRedirect, JsonResponse
+from django.http import HttpResponseRedirect, JsonResponse
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from console_app.dashboard import charts
+from goclaw.authz import person_required
 from console_app.dashboard.selectors import DAY, HOUR, approvals_waiting_count, dashboard_get
 
+DASHBOARD_PERMISSION = "tools_app.view_toolinvocation"  # the dashboard is read from the audit rows
 COUNT_TILES = [("calls", "Calls", None), ("error", "Errors", "error"), ("denied", "Denials", "denied"),
                ("rate_limited", "Rate-limited", "rate_limited"), ("timeout", "Timeouts", "timeout")]
 
@@ -80,15 +82,15 @@ def dashboard_context(request) -> dict[str, Any]:
     }
 
 
+@person_required("tools_app.view_approvalrequest")
 @never_cache
 @require_GET
 def badge(request):
     """The waiting-approvals count for the header badge and the tab title (JSON)."""
-    if not request.user.has_perm("tools_app.view_approvalrequest"):
-        return HttpResponseForbidden()
     return JsonResponse({"approvals_waiting": approvals_waiting_count()})
 
 
+@person_required(DASHBOARD_PERMISSION)
 def home(request):
     """/admin/console/ is the dashboard, which is the admin home."""
     return HttpResponseRedirect(reverse("admin:index"))

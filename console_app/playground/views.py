@@ -1,7 +1,8 @@
 """The tool playground: run any tool the policy allows as a chosen agent and user, through the one pipeline
 (`tools_app.execution.tool_execute`: policy, hooks, approvals, sandbox, scrubbing, audit with the person as actor),
 and see the result as the model would; "explain" tells why a tool is or is not available. Thin: parse, call, render.
-Seeing the page needs tools_app.view_agent (or change_agent); running a tool needs tools_app.change_agent."""
+Seeing the page needs tools_app.view_agent; running a tool (or resuming an approved one) acts as the agent and needs
+tools_app.execute_as_agent as well (docs/permissions.md)."""
 from __future__ import annotations
 
 import copy
@@ -9,7 +10,6 @@ import json
 import uuid
 
 from django.contrib import admin
-from django.http import HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
@@ -20,23 +20,20 @@ from console_app.playground.schema_form import (
     ToolArgumentsForm,
     initial_arguments,
 )
+from goclaw.authz import person_may, person_required
 from goclaw.errors import ApplicationError, ValidationError
 from tools_app.calls import CallContext, Outcome, ToolCall
 from tools_app.execution import approval_execute, tool_execute
 from tools_app.pipeline import scrub_arguments
 from tools_app.selectors import tool_catalog_explain, tool_catalog_for_agent
 
-RUN_PERMISSION = "tools_app.change_agent"
-VIEW_PERMISSIONS = ("tools_app.view_agent", RUN_PERMISSION)
-
-
-def may_view(user) -> bool:
-    return bool(user.is_active and user.is_staff and any(user.has_perm(p) for p in VIEW_PERMISSIONS))
+VIEW_PERMISSION = "tools_app.view_agent"
+RUN_PERMISSION = "tools_app.execute_as_agent"
 
 
 def may_run(user) -> bool:
-    """Running a tool acts as the agent: the same right as changing the agent."""
-    return bool(user.is_active and user.is_staff and user.has_perm(RUN_PERMISSION))
+    """Running a tool acts as the agent (its policy, its sandbox, its audit rows with the person as actor)."""
+    return person_may(user, VIEW_PERMISSION, RUN_PERMISSION)
 
 
 def _explain(agent, call: CallContext, name: str) -> dict:
@@ -62,12 +59,10 @@ def _result(outcome: Outcome, arguments: dict) -> dict:
     }
 
 
+@person_required(GET=(VIEW_PERMISSION,), POST=(VIEW_PERMISSION, RUN_PERMISSION))
 @require_http_methods(["GET", "POST"])
 def playground(request):
     """GET: choose agent, user and tool, see its form (or an explanation). POST: run it (mode form / raw / resume)."""
-    if not may_view(request.user) or (request.method == "POST" and not may_run(request.user)):
-        return HttpResponse("the playground needs staff with the tools_app.change_agent permission (viewing: "
-                            "view_agent)", status=403, content_type="text/plain")
     data = request.POST if request.method == "POST" else request.GET
     run_as = RunAsForm(data if data.get("agent") else None)
     page = {**admin.site.each_context(request), "title": "Tool playground", "run_as": run_as,

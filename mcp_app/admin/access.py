@@ -10,6 +10,7 @@ from django.db.models import Case, IntegerField, Value, When
 from django.template.response import TemplateResponse
 from django.utils.html import format_html, format_html_join
 
+from goclaw.authz import admin_permission
 from goclaw.errors import ApplicationError
 from mcp_app.admin.forms import add_service_error
 from mcp_app.admin.servers import badge
@@ -137,11 +138,17 @@ class MCPAccessRequestAdmin(admin.ModelAdmin):
                    "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME}
         return TemplateResponse(request, "admin/mcp_app/mcpaccessrequest/review_confirm.html", context)
 
-    @admin.action(description="Approve selected requests (creates or updates the grants)…")
+    # Reviewing (the actions; the change page, which only shows a request) needs review_mcpaccessrequest.
+    has_review_permission = admin_permission("mcp_app.review_mcpaccessrequest")
+
+    def has_change_permission(self, request, obj=None):
+        return self.has_review_permission(request, obj)
+
+    @admin.action(description="Approve selected requests (creates or updates the grants)…", permissions=["review"])
     def approve_selected(self, request, queryset):
         return self._review(request, queryset, "approve")
 
-    @admin.action(description="Reject selected requests…")
+    @admin.action(description="Reject selected requests…", permissions=["review"])
     def reject_selected(self, request, queryset):
         return self._review(request, queryset, "reject")
 

@@ -8,7 +8,9 @@ from django.contrib import admin, messages
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
+from goclaw.authz import person_may
 from mcp_app.admin.forms import parse_lines, write_only_lines
+from mcp_app.launch_args import launcher_refusal
 from mcp_app.selectors import servers_with_tool_counts
 from mcp_app.choices import HealthState
 from mcp_app.models import MCPLauncher, MCPServer
@@ -64,6 +66,9 @@ class MCPServerForm(SealedEnvForm):
         if problem := svc.headers_problems(changes, allow_unset=True):
             self.add_error("headers_set", problem)
         self._headers_changes = changes
+        if "env_set" not in self.errors and (problem := svc.server_env_problem(self.instance.env_names,
+                                                                                self.env_changes())):
+            self.add_error("env_set", problem)
         data = {**self.definition(), "name": cleaned.get("name") or self.instance.name}
         for field, message in svc.server_problems(data).items():
             if field in self.fields and field not in self.errors:
@@ -169,21 +174,38 @@ class MCPServerAdmin(ServiceAdmin):
         messages.success(request, f"{server.name}: {len(result['tools'])} tool(s) found: "
                                   f"{', '.join(result['tools']) or 'none'}. Changes: {changes or 'none'}.")
 
-    @admin.action(description="Test connection (list tools)")
+    @admin.action(description="Test connection (list tools)", permissions=["change"])
     def test_connection(self, request, queryset):
         for server in queryset:
             self._report(request, server, connections.server_tools_refresh(server))
 
-    @admin.action(description="Reconnect")
+    @admin.action(description="Reconnect", permissions=["change"])
     def reconnect(self, request, queryset):
         for server in queryset:
             self._report(request, server, connections.server_reconnect(server))
 
 
 class MCPLauncherForm(forms.ModelForm):
+    """A launcher's command is checked as the service checks it: no shell, exec wrapper or interpreter without an
+    argument model may be enabled."""
+
     class Meta:
         model = MCPLauncher
         fields = ["command", "description", "denied_args", "enabled"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if "denied_args" in self.fields:
+            self.fields["denied_args"].help_text = (
+                'for a program goclaw has no argument model of: arguments refused, e.g. ["--eval"]. python, node, '
+                "npx, npm, uv, uvx, pipx, deno, bun and bunx are judged by their own models (docs/mcp.md)")
+
+    def clean(self):
+        cleaned = super().clean()
+        command = cleaned.get("command") or self.instance.command
+        if command and cleaned.get("enabled") and (why := launcher_refusal(command)):
+            self.add_error("command" if "command" in self.fields and "command" not in self.errors else None, why)
+        return cleaned
 
     def clean_command(self):
         command = self.cleaned_data["command"]
@@ -196,6 +218,9 @@ class MCPLauncherForm(forms.ModelForm):
         if not isinstance(value, list) or not all(isinstance(a, str) and a for a in value):
             raise forms.ValidationError('a JSON list of arguments, e.g. ["-c"]')
         return value
+
+
+MANAGE_LAUNCHERS = "mcp_app.manage_mcplauncher"
 
 
 @admin.register(MCPLauncher)
@@ -212,6 +237,13 @@ class MCPLauncherAdmin(ServiceAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+    # A launcher decides what programs MCP servers may start: writing one needs manage_mcplauncher as well.
+    def has_add_permission(self, request):
+        return super().has_add_permission(request) and person_may(request.user, MANAGE_LAUNCHERS)
+
+    def has_change_permission(self, request, obj=None):
+        return super().has_change_permission(request, obj) and person_may(request.user, MANAGE_LAUNCHERS)
 
     def save_model(self, request, obj, form, change):
         row = svc.launcher_set(actor=request.user, command=obj.command, description=obj.description or "",

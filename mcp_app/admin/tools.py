@@ -10,6 +10,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
+from goclaw.authz import person_required
 from goclaw.errors import ApplicationError
 from mcp_app.admin.servers import badge
 from mcp_app.choices import ToolStatus
@@ -81,10 +82,13 @@ class MCPToolAdmin(admin.ModelAdmin):
 
     # --- the review page (also what a row's change link opens) --------------------------------------------------
     def get_urls(self):
-        return [path("<int:pk>/review/", self.admin_site.admin_view(self.review_view), name="mcp_app_mcptool_review"),
+        review = person_required(GET=("mcp_app.view_mcptool",), POST=("mcp_app.change_mcptool",))(self.review_view)
+        return [path("<int:pk>/review/", self.admin_site.admin_view(review), name="mcp_app_mcptool_review"),
                 *super().get_urls()]
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
+        if not self.has_view_or_change_permission(request):
+            raise PermissionDenied
         return redirect("admin:mcp_app_mcptool_review", pk=object_id)
 
     def review_view(self, request, pk):
@@ -127,10 +131,10 @@ class MCPToolAdmin(admin.ModelAdmin):
                 messages.warning(request, exc.message)
         self.message_user(request, f"{verb} {done} tool(s).", messages.SUCCESS if done else messages.INFO)
 
-    @admin.action(description="Approve selected tools (pin their listed definitions)")
+    @admin.action(description="Approve selected tools (pin their listed definitions)", permissions=["change"])
     def approve_selected(self, request, queryset):
         self._review(request, queryset, lambda tool: mcp_tool_approve(actor=request.user, tool=tool), "Approved")
 
-    @admin.action(description="Reject selected tools")
+    @admin.action(description="Reject selected tools", permissions=["change"])
     def reject_selected(self, request, queryset):
         self._review(request, queryset, lambda tool: mcp_tool_reject(actor=request.user, tool=tool), "Rejected")

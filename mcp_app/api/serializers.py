@@ -8,7 +8,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from goclaw.api import StrictBooleanField, StrictCharField, StrictIntegerField
+from goclaw.api import ClosedBody, StrictBooleanField, StrictCharField, StrictIntegerField
 from mcp_app.choices import AccessScope, AccessStatus, ToolStatus, Transport
 from mcp_app.models import (MAX_TIMEOUT, MCPAccessRequest, MCPAgentGrant, MCPLauncher, MCPServer, MCPTool,
                             MCPUserGrant)
@@ -241,7 +241,7 @@ class MCPAccessRequestSerializer(serializers.ModelSerializer):
                   "reviewed_by", "reviewed_at", "review_note", "created_at"]
 
 
-class MCPAccessRequestWriteSerializer(serializers.Serializer):
+class MCPAccessRequestWriteSerializer(ClosedBody, serializers.Serializer):
     server = StrictCharField(max_length=48, help_text="server name")
     scope = serializers.ChoiceField(choices=AccessScope.choices, default=AccessScope.AGENT)
     agent = StrictCharField(required=False, allow_null=True, max_length=64,

@@ -82,6 +82,7 @@ NO_TOOL = error_responses({404: "no such server, or the server has no such tool"
 # --- servers -------------------------------------------------------------------------------------------------------
 class ServerListView(ListAPIView):
     permission_classes = [IsStaff]
+    staff_permissions = {"GET": ("mcp_app.view_mcpserver",), "POST": ("mcp_app.add_mcpserver",)}
     serializer_class = s.MCPServerSerializer
 
     def get_queryset(self):
@@ -101,6 +102,8 @@ class ServerListView(ListAPIView):
 
 class ServerDetailView(APIView):
     permission_classes = [IsStaff]
+    staff_permissions = {"GET": ("mcp_app.view_mcpserver",), "PATCH": ("mcp_app.change_mcpserver",),
+                         "DELETE": ("mcp_app.delete_mcpserver",)}
 
     @extend_schema(responses={200: s.MCPServerSerializer, **NO_SERVER}, summary="One MCP server (staff)")
     def get(self, request, name):
@@ -122,6 +125,7 @@ class ServerDetailView(APIView):
 
 class ServerTestView(APIView):
     permission_classes = [IsStaff]
+    staff_permissions = {"POST": ("mcp_app.change_mcpserver",)}  # pins or quarantines the tools it lists
 
     @extend_schema(request=None, responses={200: s.ConnectionReportSerializer, **NO_SERVER},
                    summary="Test connection: list the server's tools now and pin / quarantine them (staff)",
@@ -132,6 +136,7 @@ class ServerTestView(APIView):
 
 class ServerReconnectView(APIView):
     permission_classes = [IsStaff]
+    staff_permissions = {"POST": ("mcp_app.change_mcpserver",)}
 
     @extend_schema(request=None, responses={200: s.ConnectionReportSerializer, **NO_SERVER},
                    summary="Drop this process's connections to the server and connect again now (staff)",
@@ -153,6 +158,7 @@ def _tool(name: str, tool: str) -> MCPTool:
 
 class ToolListView(ListAPIView):
     permission_classes = [IsStaff]
+    staff_permissions = {"GET": ("mcp_app.view_mcptool",)}
     serializer_class = s.MCPToolSerializer
 
     def get_queryset(self):
@@ -167,6 +173,7 @@ class ToolListView(ListAPIView):
 
 class ToolDetailView(APIView):
     permission_classes = [IsStaff]
+    staff_permissions = {"GET": ("mcp_app.view_mcptool",)}
 
     @extend_schema(responses={200: s.MCPToolDetailSerializer, **NO_TOOL},
                    summary="One tool with the diff of its pinned and its listed definition (staff)")
@@ -176,6 +183,7 @@ class ToolDetailView(APIView):
 
 class ToolApproveView(APIView):
     permission_classes = [IsStaff]
+    staff_permissions = {"POST": ("mcp_app.change_mcptool",)}
 
     @extend_schema(request=s.ToolApproveSerializer, responses={200: s.MCPToolSerializer, **NO_TOOL,
                                                                **error_responses({
@@ -191,6 +199,7 @@ class ToolApproveView(APIView):
 
 class ToolRejectView(APIView):
     permission_classes = [IsStaff]
+    staff_permissions = {"POST": ("mcp_app.change_mcptool",)}
 
     @extend_schema(request=s.ToolRejectSerializer, responses={200: s.MCPToolSerializer, **NO_TOOL, **error_responses({
                        409: "already rejected (mcp_tool_not_reviewable)"})},
@@ -216,6 +225,8 @@ def _filtered(queryset, filters: dict, **fields: str):
 
 class GrantListView(ListAPIView):
     permission_classes = [IsStaff]
+    staff_permissions = {"GET": ("mcp_app.view_mcpagentgrant",),
+                         "POST": ("mcp_app.add_mcpagentgrant", "mcp_app.change_mcpagentgrant")}  # sets or replaces
     serializer_class = s.MCPAgentGrantSerializer
 
     def get_queryset(self):
@@ -241,6 +252,8 @@ class GrantListView(ListAPIView):
 
 class GrantDetailView(APIView):
     permission_classes = [IsStaff]
+    staff_permissions = {"GET": ("mcp_app.view_mcpagentgrant",), "PATCH": ("mcp_app.change_mcpagentgrant",),
+                         "DELETE": ("mcp_app.delete_mcpagentgrant",)}
 
     def _grant(self, id: str) -> MCPAgentGrant:
         return _row(MCPAgentGrant.objects.select_related("server", "agent"), id, "mcp grant")
@@ -277,6 +290,8 @@ def _credentials(data: dict) -> dict | None:
 
 class UserGrantListView(ListAPIView):
     permission_classes = [IsStaff]
+    staff_permissions = {"GET": ("mcp_app.view_mcpusergrant",),
+                         "POST": ("mcp_app.add_mcpusergrant", "mcp_app.change_mcpusergrant")}  # sets or replaces
     serializer_class = s.MCPUserGrantSerializer
 
     def get_queryset(self):
@@ -302,6 +317,8 @@ class UserGrantListView(ListAPIView):
 
 class UserGrantDetailView(APIView):
     permission_classes = [IsStaff]
+    staff_permissions = {"GET": ("mcp_app.view_mcpusergrant",), "PATCH": ("mcp_app.change_mcpusergrant",),
+                         "DELETE": ("mcp_app.delete_mcpusergrant",)}
 
     def _grant(self, id: str) -> MCPUserGrant:
         return _row(MCPUserGrant.objects.select_related("server", "agent"), id, "mcp user grant")
@@ -351,6 +368,7 @@ def _access_request(request, id: str) -> MCPAccessRequest:
 
 class AccessRequestListView(ListAPIView):
     permission_classes = [IsAgentOrStaff]
+    staff_permissions = {"GET": ("mcp_app.view_mcpaccessrequest",), "POST": ("mcp_app.add_mcpaccessrequest",)}
     serializer_class = s.MCPAccessRequestSerializer
 
     def get_queryset(self):
@@ -382,6 +400,7 @@ class AccessRequestListView(ListAPIView):
 
 class AccessRequestDetailView(APIView):
     permission_classes = [IsAgentOrStaff]
+    staff_permissions = {"GET": ("mcp_app.view_mcpaccessrequest",)}
 
     @extend_schema(parameters=[ID], responses={200: s.MCPAccessRequestSerializer, **NO_REQUEST},
                    summary="One access request (an agent: only its own)")
@@ -391,6 +410,7 @@ class AccessRequestDetailView(APIView):
 
 class AccessRequestReviewView(APIView):
     permission_classes = [IsStaff]
+    staff_permissions = {"POST": ("mcp_app.review_mcpaccessrequest",)}
 
     @extend_schema(parameters=[ID], request=s.AccessReviewSerializer,
                    responses={200: s.MCPAccessRequestSerializer, **NO_REQUEST, **error_responses({
@@ -405,6 +425,7 @@ class AccessRequestReviewView(APIView):
 
 class AccessRequestWithdrawView(APIView):
     permission_classes = [IsAgentOrStaff]
+    staff_permissions = {"POST": ("mcp_app.add_mcpaccessrequest",)}  # whoever may ask may take their request back
 
     @extend_schema(parameters=[ID], request=None, responses={200: s.MCPAccessRequestSerializer, **NO_REQUEST, **error_responses({
         403: "only the requester may withdraw a request (mcp_access_request_not_yours)",
@@ -419,6 +440,8 @@ class AccessRequestWithdrawView(APIView):
 # --- launchers -----------------------------------------------------------------------------------------------------
 class LauncherListView(ListAPIView):
     permission_classes = [IsStaff]
+    staff_permissions = {"GET": ("mcp_app.view_mcplauncher",),
+                         "POST": ("mcp_app.manage_mcplauncher", "mcp_app.add_mcplauncher", "mcp_app.change_mcplauncher")}
     serializer_class = s.MCPLauncherSerializer
     queryset = MCPLauncher.objects.all()
 

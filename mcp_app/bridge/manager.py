@@ -38,8 +38,8 @@ from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TI
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
+from goclaw import outbound
 from mcp_app.bridge import hooks
-from mcp_app.bridge.network import checked_transport
 from mcp_app.config import BridgeError, ServerConfig, ToolDefinition
 
 logger = logging.getLogger("mcp_app.bridge")
@@ -255,6 +255,9 @@ class Connection:
         leaf = _leaf(exc)
         if isinstance(leaf, BridgeError):
             return leaf
+        if (refused := outbound.refusal_of(leaf)) is not None:
+            return BridgeError(f"refused to connect to {self.config.name}: {str(refused).removeprefix('refused: ')}",
+                               code="mcp_network_refused")
         if self.http_status in (401, 403) or (isinstance(leaf, httpx2.HTTPStatusError)
                                               and leaf.response.status_code in (401, 403)):
             status = self.http_status or leaf.response.status_code  # type: ignore[union-attr]
@@ -381,11 +384,12 @@ class Connection:
             return await asyncio.to_thread(self._stdio_transport)
         if config.transport not in ("sse", "streamable-http"):
             raise BridgeError(f"unknown transport {config.transport!r}", code="mcp_protocol_error")
-        from mcp_app.netcheck import url_problem
+        from mcp_app.netcheck import target, url_problem
 
-        problem = await asyncio.to_thread(url_problem, config.url, allow_private=config.allow_private_network)
-        if problem:
+        # a quick look at the URL itself (no DNS); the address actually dialled is checked by the outbound guard
+        if problem := url_problem(config.url, allow_private=config.allow_private_network, resolve=False):
             raise BridgeError(f"refused to connect to {config.name}: {problem}", code="mcp_network_refused")
+        server_target = target(allow_private=config.allow_private_network)
 
         async def record_status(response: httpx2.Response) -> None:
             if response.status_code in (401, 403):
@@ -393,10 +397,9 @@ class Connection:
 
         def http_client(headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None,
                         auth: httpx2.Auth | None = None) -> httpx2.AsyncClient:
-            # trust_env=False: no proxy from goclaw's environment (the URL check would be meaningless through one)
-            return httpx2.AsyncClient(
-                headers={**config.headers_dict(), **(headers or {})}, auth=auth, trust_env=False,
-                transport=checked_transport(allow_private=config.allow_private_network),
+            # every request (and every redirect hop the SDK follows) dials through the outbound guard, no env proxy
+            return outbound.async_client(
+                server_target, headers={**config.headers_dict(), **(headers or {})}, auth=auth,
                 timeout=timeout or httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
                 event_hooks={"response": [record_status]})
 

@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from goclaw import crypto
+from mcp_app.launch_args import Refused, env_refusal, launch_refusal
 from mcp_app.models import MCPAgentGrant, MCPLauncher
 from tools_app.services.policy import actor_name as _user_name
 
@@ -38,59 +39,27 @@ def headers_problems(headers: Any, *, allow_unset: bool) -> str | None:
     return None
 
 
-def _denied_arg(arg: str, denied: list[str], following: str = "") -> str | None:
-    """The denied launcher flag `arg` uses: the flag itself, `--flag=…`, a short flag inside a cluster such as
-    `-Ic` / `-cCODE` (for one-letter flags), a pair `"-m timeit"` (this argument and the next), or a prefix
-    `"data:*"`. Whole-argument matching: `mcp-remote` is not `-r`."""
-    for flag in denied:
-        if " " in flag:
-            first, _, second = flag.partition(" ")
-            if arg == first and following == second:
-                return flag
-            continue
-        if flag.endswith("*") and len(flag) > 1:
-            if arg.startswith(flag[:-1]):
-                return flag
-            continue
-        if arg == flag or (flag.startswith("--") and arg.startswith(flag + "=")):
-            return flag
-        if len(flag) == 2 and flag[0] == "-" and flag[1] != "-" and arg.startswith("-") and not arg.startswith("--"):
-            if flag[1] in arg[1:]:
-                return flag
-        if not flag.startswith("-") and arg == flag:  # a subcommand (deno eval)
-            return flag
-    return None
+def launch_check(command: str, args: list[str]) -> Refused | None:
+    """Why `command args` may not start a stdio server, or None: the launcher must be an enabled row of the
+    allowlist, and the arguments pass its family's model (`mcp_app.launch_args`: python, node, npx/npm, uv/uvx,
+    pipx, deno, bun/bunx) or, for a plain program goclaw has no model of, the launcher's `denied_args`."""
+    launcher = MCPLauncher.objects.filter(command=command, enabled=True).first()
+    if launcher is None:
+        return Refused(f"{command!r} is not an allowed launcher (add it under MCP launchers)", "command")
+    return launch_refusal(command, args, list(launcher.denied_args or []))
 
 
 def launcher_problem(command: str, args: list[str]) -> str | None:
-    launcher = MCPLauncher.objects.filter(command=command, enabled=True).first()
-    if launcher is None:
-        return f"{command!r} is not an allowed launcher (add it under MCP launchers)"
-    denied = list(launcher.denied_args or [])
-    for index, arg in enumerate(args):
-        flag = _denied_arg(arg, denied, args[index + 1] if index + 1 < len(args) else "")
-        if flag:
-            return f"the argument {arg[:60]!r} uses {flag}, which runs inline code with {command}; start a server package or script instead"
-    return None
-
-
-# Variables that make a launcher load code other than the server's (preloads, startup files, runtime options).
-DENIED_ENV = frozenset({
-    "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "DYLD_INSERT_LIBRARIES", "DYLD_LIBRARY_PATH", "BASH_ENV", "ENV",
-    "NODE_OPTIONS", "NODE_PATH", "NODE_REPL_EXTERNAL_MODULE", "PYTHONSTARTUP", "PYTHONINSPECT", "PYTHONHOME",
-    "PYTHONBREAKPOINT", "PERL5OPT", "PERL5LIB", "RUBYOPT", "RUBYLIB", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS",
-    "JDK_JAVA_OPTIONS", "DENO_CERT", "BUN_OPTIONS", "UV_PYTHON_PREFERENCE_OVERRIDE",
-})
+    refused = launch_check(command, args)
+    return refused.message if refused is not None else None
 
 
 def env_names_problem(env: Any) -> str | None:
-    """A variable that would make the launcher run other code (set by anyone: server, grant override, user)."""
+    """A variable that would change what the launcher loads or runs (set by anyone: server, grant override, user);
+    names being unset (null) are not judged, so a refused name stored before can always be removed."""
     if not isinstance(env, dict):
         return None
-    for name in env:
-        if isinstance(name, str) and (name.upper() in DENIED_ENV or name.upper().startswith("LD_")):
-            return f"{name} changes what the launcher runs; it may not be set for an MCP server"
-    return None
+    return env_refusal(name for name, value in env.items() if value is not None)
 
 
 def overrides_seal_context(pk: Any) -> str:

@@ -19,6 +19,7 @@ from mcp_app.models import MCPAccessRequest, MCPAgentGrant, MCPServer, MCPUserGr
 from mcp_app.services.common import (MCP_EVENTS_GROUP, actor_name, env_names_problem, headers_problems,
                                      launcher_problem, overrides_seal_context)
 from tools_app.models import Agent
+from tools_app.services.audit import audit_actor, audit_event_record
 from tools_app.services.custom_tools import env_merged, env_problems
 from tools_app.toolsets import tools_changed
 
@@ -262,6 +263,9 @@ def access_request_review(*, actor, request: MCPAccessRequest, decision: str, no
     request = MCPAccessRequest.objects.select_related("server", "agent").get(pk=request.pk)
     if status == AccessStatus.APPROVED:
         _grant_for(request, actor)
+    audit_event_record(kind="mcp_access_request.reviewed", actor=audit_actor(actor), target=str(request.pk), details={
+        "server": request.server.name, "scope": request.scope, "agent": request.agent.key if request.agent_id else "",
+        "user_id": request.user_id, "decision": decision, "note": note[:500]})
     publish("mcp.access_reviewed", _request_payload(request), _request_groups(request))
     logger.info("MCP access request %s %s by %s", request.pk, status, actor_name(actor))
     return request

@@ -17,8 +17,9 @@ from mcp_app.choices import HealthState, Transport
 from mcp_app.config import ServerConfig
 from mcp_app.models import MAX_TIMEOUT, SERVER_NAME_RE, MCPLauncher, MCPServer
 from mcp_app.netcheck import url_problem
+from mcp_app.launch_args import launcher_refusal
 from mcp_app.services.common import (MCP_EVENTS_GROUP, actor_name, agent_grant_overrides, env_names_problem,
-                                     headers_problems, launcher_problem)
+                                     headers_problems, launch_check, launcher_problem)
 from tools_app.services.custom_tools import env_merged, env_problems
 from tools_app.toolsets import tools_changed
 
@@ -57,8 +58,8 @@ def server_problems(data: dict[str, Any]) -> dict[str, str]:
             problems["command"] = "a stdio server needs a command (an allowed launcher)"
         elif any(ch in command for ch in "\x00\r\n") or "/" in command and not command.startswith("/"):
             problems["command"] = "a bare program name or an absolute path"
-        elif "args" not in problems and (why := launcher_problem(command, args)):
-            problems["command" if "not an allowed" in why else "args"] = why
+        elif "args" not in problems and (refused := launch_check(command, args)):
+            problems[refused.field] = refused.message
         if url:
             problems["url"] = "a stdio server has no URL"
     elif transport in Transport.values:
@@ -90,7 +91,7 @@ def _check_grant_suffixes(server: MCPServer, command: str, args: list[str]) -> N
     for grant in server.agent_grants.select_related("agent"):
         suffix = agent_grant_overrides(grant).get("args_suffix") or []
         if suffix and (why := launcher_problem(command, [*args, *suffix])):
-            raise MCPServerInvalid(f"agent {grant.agent.key}'s grant appends arguments that {why.split(', which')[0]}: "
+            raise MCPServerInvalid(f"agent {grant.agent.key}'s grant appends arguments refused with this command: "
                                    f"{why}", details={"command": why})
 
 
@@ -150,6 +151,14 @@ def _check_secrets(headers: Any, env: Any, *, allow_unset: bool) -> None:
         raise MCPServerInvalid(f"env: {problem}", details={"env": problem})
 
 
+def server_env_problem(current_names: list[str] | None, changes: dict[str, Any] | None) -> str | None:
+    """A refused variable among the names a server keeps after `changes` (null removes a name): a name stored
+    before the rule existed must be removed before the server is saved again (launches refuse it anyway)."""
+    kept = {name: "" for name in current_names or []}
+    kept.update(changes or {})
+    return env_names_problem(kept)
+
+
 # --- writes --------------------------------------------------------------------------------------------------------
 def _defaults() -> dict[str, Any]:
     return {"display_name": "", "command": "", "args": [], "url": "", "allow_private_network": False,
@@ -197,6 +206,8 @@ def server_update(*, actor, server: MCPServer, headers: dict | None = None, env:
     data.update(changes, name=server.name)
     _raise_problems(server_problems(data))
     _check_secrets(headers, env, allow_unset=True)
+    if problem := server_env_problem(server.env_names, env if isinstance(env, dict) else None):
+        raise MCPServerInvalid(f"env: {problem}", details={"env": problem})
     if data["transport"] == Transport.STDIO:
         _check_grant_suffixes(server, data["command"], data["args"] or [])
     for field, value in changes.items():
@@ -230,9 +241,12 @@ def server_get(name: str) -> MCPServer:
 @transaction.atomic
 def launcher_set(*, actor, command: str, description: str = "", denied_args: list[str] | None = None,
                  enabled: bool = True) -> MCPLauncher:
-    """Add or change an allowed launcher."""
+    """Add or change an allowed launcher. A shell, an exec wrapper or an interpreter goclaw has no argument model
+    for is refused as an enabled launcher (it may still be saved disabled, to switch off a row stored before)."""
     if not command or any(ch in command for ch in "\x00\r\n ") or "/" in command and not command.startswith("/"):
         raise ValidationError("a launcher is a bare program name or an absolute path", code="mcp_launcher_invalid")
+    if enabled and (why := launcher_refusal(command)):
+        raise ValidationError(why, code="mcp_launcher_invalid", details={"command": why})
     if denied_args is not None and not (isinstance(denied_args, list) and all(isinstance(a, str) and a for a in denied_args)):
         raise ValidationError("denied_args is a list of arguments", code="mcp_launcher_invalid")
     launcher, _ = MCPLauncher.objects.update_or_create(

@@ -12,6 +12,7 @@ from django.db.models import Count, Q
 from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html
 
+from goclaw.authz import admin_permission
 from goclaw.errors import ApplicationError
 from teams_app.actors import Actor
 from teams_app.choices import ACTIVE_STATUSES, MemberRole, TeamStatus
@@ -175,11 +176,11 @@ class TeamAdmin(admin.ModelAdmin):
                 messages.error(request, f"{team.name}: {exc.message}")
         self.message_user(request, f"{verb} {done} team(s).", messages.SUCCESS if done else messages.INFO)
 
-    @admin.action(description="Archive selected teams (their boards become read-only)")
+    @admin.action(description="Archive selected teams (their boards become read-only)", permissions=["change"])
     def archive_selected(self, request, queryset):
         self._set_status(request, queryset, TeamStatus.ARCHIVED, "Archived")
 
-    @admin.action(description="Reactivate selected teams")
+    @admin.action(description="Reactivate selected teams", permissions=["change"])
     def reactivate_selected(self, request, queryset):
         self._set_status(request, queryset, TeamStatus.ACTIVE, "Reactivated")
 
@@ -281,17 +282,21 @@ class TeamTaskAdmin(admin.ModelAdmin):
         else:
             self.message_user(request, f"No task was {verb.lower()}.", messages.INFO)
 
-    @admin.action(description="Cancel selected tasks")
+    # The page is view-only (has_change_permission is False); the actions need what the board's actions need.
+    has_act_permission = admin_permission("teams_app.change_teamtask")
+
+    @admin.action(description="Cancel selected tasks", permissions=["act"])
     def cancel_selected(self, request, queryset):
         reason = f"cancelled by {request.user.get_username()} in the admin"
         self._each(request, queryset, "Cancelled",
                    lambda actor, task: task_services.task_cancel(actor=actor, task=task, reason=reason))
 
-    @admin.action(description="Retry selected tasks (failed, stale, cancelled or completed → pending)")
+    @admin.action(description="Retry selected tasks (failed, stale, cancelled or completed → pending)", permissions=["act"])
     def retry_selected(self, request, queryset):
         self._each(request, queryset, "Retried", lambda actor, task: task_services.task_retry(actor=actor, task=task))
 
-    @admin.action(description="Unblock selected tasks (blocked → pending, unfinished dependencies dropped)")
+    @admin.action(description="Unblock selected tasks (blocked → pending, unfinished dependencies dropped)",
+                  permissions=["act"])
     def unblock_selected(self, request, queryset):
         self._each(request, queryset, "Unblocked",
                    lambda actor, task: task_services.task_unblock(actor=actor, task=task))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django import forms
 from django.contrib import admin, messages
 
+from goclaw.authz import admin_permission
 from goclaw.errors import ApplicationError
 from teams_app.actors import Actor
 from teams_app.choices import DelegationStatus
@@ -33,7 +34,10 @@ class HandoffRouteAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None):
         return False  # the clear action tells the agents; a bare delete would not
 
-    @admin.action(description="Clear selected handoffs (the conversations go back to their usual agent)")
+    has_clear_permission = admin_permission("teams_app.delete_handoffroute")  # clearing removes the route
+
+    @admin.action(description="Clear selected handoffs (the conversations go back to their usual agent)",
+                  permissions=["clear"])
     def clear_selected(self, request, queryset):
         actor = Actor.for_user(request.user)
         cleared = sum(handoff_svc.handoff_clear_route(actor=actor, route=route) for route in queryset)
@@ -95,7 +99,9 @@ class DelegationAdmin(ReadOnlyAdmin):
                        "created_at", "finished_at"]
     actions = ["cancel_selected"]
 
-    @admin.action(description="Cancel selected running delegations (their board tasks too)")
+    has_cancel_permission = admin_permission("teams_app.change_delegation")
+
+    @admin.action(description="Cancel selected running delegations (their board tasks too)", permissions=["cancel"])
     def cancel_selected(self, request, queryset):
         actor, done = Actor.for_user(request.user), 0
         for delegation in queryset.filter(status=DelegationStatus.RUNNING).select_related("source", "target", "task"):

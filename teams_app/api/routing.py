@@ -114,6 +114,7 @@ class DelegationFilterSerializer(serializers.Serializer):
 # --- views ---------------------------------------------------------------------------------------------------------
 class RouteResolveView(APIView):
     permission_classes = [IsAgentOrStaff]
+    staff_permissions = {"GET": ("teams_app.view_handoffroute",)}
 
     @extend_schema(parameters=[RouteResolveQuerySerializer], responses={200: RouteResolveSerializer},
                    summary="Which agent receives a conversation's next message (channel gateways)",
@@ -151,6 +152,7 @@ ID = OpenApiParameter("id", int, OpenApiParameter.PATH, description="the link's 
 
 class AgentLinkListView(ListAPIView):
     permission_classes = [IsStaff]
+    staff_permissions = {"GET": ("teams_app.view_agentlink",), "POST": ("teams_app.add_agentlink",)}
     serializer_class = AgentLinkSerializer
 
     def get_queryset(self):
@@ -173,6 +175,8 @@ class AgentLinkListView(ListAPIView):
 
 class AgentLinkDetailView(APIView):
     permission_classes = [IsStaff]
+    staff_permissions = {"GET": ("teams_app.view_agentlink",), "PATCH": ("teams_app.change_agentlink",),
+                         "DELETE": ("teams_app.delete_agentlink",)}
 
     @extend_schema(parameters=[ID], responses={200: AgentLinkSerializer, **NO_LINK}, summary="One agent link (staff)")
     def get(self, request, id):
@@ -196,6 +200,7 @@ class AgentLinkDetailView(APIView):
 
 class DelegationListView(ListAPIView):
     permission_classes = [IsAgentOrStaff]
+    staff_permissions = {"GET": ("teams_app.view_delegation",)}
     serializer_class = DelegationSerializer
 
     def get_queryset(self):

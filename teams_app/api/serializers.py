@@ -10,7 +10,7 @@ from django.core.validators import RegexValidator
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from goclaw.api import StrictBooleanField, StrictCharField, StrictIntegerField
+from goclaw.api import ClosedBody, StrictBooleanField, StrictCharField, StrictIntegerField
 from teams_app.choices import CommentKind, MemberRole, TaskStatus, TeamStatus
 from teams_app.models import Team, TeamEvent, TeamMember, TeamMessage
 
@@ -181,7 +181,7 @@ class TaskListQuerySerializer(serializers.Serializer):
     q = _text(500, help_text="full-text search over subject and description")
 
 
-class TaskCreateSerializer(serializers.Serializer):
+class TaskCreateSerializer(ClosedBody, serializers.Serializer):
     subject = StrictCharField(max_length=SUBJECT_MAX, validators=[NOT_BLANK])
     description = _text(DESCRIPTION_MAX)
     priority = StrictIntegerField(required=False, min_value=-PRIORITY_MAX, max_value=PRIORITY_MAX,

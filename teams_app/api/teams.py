@@ -112,6 +112,7 @@ class _ReadsForMembers:
 # --- teams ---------------------------------------------------------------------------------------------------------
 class TeamListView(_ReadsForMembers, ListAPIView):
     serializer_class = s.TeamSerializer
+    staff_permissions = {"GET": ("teams_app.view_team",), "POST": ("teams_app.add_team",)}
 
     def get_queryset(self):
         return _teams_for(self.request)
@@ -132,6 +133,9 @@ class TeamListView(_ReadsForMembers, ListAPIView):
 
 
 class TeamDetailView(_ReadsForMembers, APIView):
+    staff_permissions = {"GET": ("teams_app.view_team",), "PATCH": ("teams_app.change_team",),
+                         "DELETE": ("teams_app.delete_team",)}
+
     @extend_schema(parameters=[TEAM_ID], responses={200: s.TeamSerializer, **NO_TEAM},
                    summary="One team with its members and settings (staff; an agent: a team it is in)")
     def get(self, request, id):
@@ -159,6 +163,7 @@ class TeamDetailView(_ReadsForMembers, APIView):
 
 class TeamMemberListView(APIView):
     permission_classes = [IsStaff]
+    staff_permissions = {"POST": ("teams_app.add_teammember", "teams_app.change_teammember")}  # adds or changes a role
 
     @extend_schema(parameters=[TEAM_ID], request=s.TeammateWriteSerializer,
                    responses={200: s.TeamSerializer, **TEAM_ERRORS, **NO_TEAM},
@@ -173,6 +178,7 @@ class TeamMemberListView(APIView):
 
 class TeamMemberDetailView(APIView):
     permission_classes = [IsStaff]
+    staff_permissions = {"DELETE": ("teams_app.delete_teammember",)}
 
     @extend_schema(parameters=[TEAM_ID, AGENT_KEY], responses={204: None, **NO_TEAM, **error_responses({
         400: "the agent is the lead (change the lead first) or not in the team (team_invalid)",
@@ -190,6 +196,7 @@ class TeamMemberDetailView(APIView):
 # --- the board -----------------------------------------------------------------------------------------------------
 class TaskListView(ListAPIView):
     permission_classes = [IsAgentOrStaff]
+    staff_permissions = {"GET": ("teams_app.view_teamtask",), "POST": ("teams_app.add_teamtask",)}
     serializer_class = s.TaskCreateSerializer  # what OPTIONS describes; GET answers task_as_dict rows
 
     def get_queryset(self):
@@ -223,6 +230,7 @@ class TaskListView(ListAPIView):
 
 class TaskDetailView(APIView):
     permission_classes = [IsAgentOrStaff]
+    staff_permissions = {"GET": ("teams_app.view_teamtask",)}
 
     @extend_schema(parameters=[TEAM_ID, TASK_ID], responses={200: s.TaskDetailSerializer, **NO_TASK},
                    summary="One task with its comments, attachments, events and the tasks it blocks")
@@ -260,6 +268,7 @@ ACTIONS: dict[str, tuple[type | None, Callable[..., Any], str]] = {
 def _action_view(name: str, body: type | None, run: Callable[..., Any], summary: str) -> type[APIView]:
     class TaskActionView(APIView):
         permission_classes = [IsStaff]
+        staff_permissions = {"POST": ("teams_app.change_teamtask",)}  # as the board page's recovery actions
 
         @extend_schema(operation_id=f"team_task_{name}", parameters=[TEAM_ID, TASK_ID], request=body,
                        responses={200: s.TaskDetailSerializer, **NO_TASK, **ACTION_ERRORS},
@@ -279,6 +288,7 @@ def _action_view(name: str, body: type | None, run: Callable[..., Any], summary:
 # --- event log and mailbox -----------------------------------------------------------------------------------------
 class TeamEventListView(ListAPIView):
     permission_classes = [IsAgentOrStaff]
+    staff_permissions = {"GET": ("teams_app.view_teamevent",)}
     serializer_class = s.TeamEventSerializer
 
     def get_queryset(self):
@@ -298,6 +308,7 @@ class TeamEventListView(ListAPIView):
 
 class TeamMessageListView(ListAPIView):
     permission_classes = [IsStaff]
+    staff_permissions = {"GET": ("teams_app.view_teammessage",)}
     serializer_class = s.TeamMessageSerializer
 
     def get_queryset(self):

@@ -56,7 +56,7 @@ def build_rich_configuration() -> dict[str, Agent]:
                        parameters={"type": "object", "properties": {}}, command="echo hello", group="fun",
                        requires_approval=False)
     cli_binary_create(actor=None, name="git", path="/usr/bin/git", deny_args=["push\\s+--force"],
-                      deny_verbose=["--verbose"], tips="use git status first", agent=beta,
+                      deny_verbose=["--verbose"], tips="use git status first", agent=beta, risk_acknowledged=True,
                       env={"GIT_TOKEN": SECRET_VALUES["GIT_TOKEN"]})
     tool_policy_save(actor=None, policy=ToolPolicy(scope="global", deny=["exec"], note="no shells"))
     tool_policy_save(actor=None, policy=ToolPolicy(scope="agent", agent=alpha, profile=reviewers, also_allow=["exec"]))

@@ -319,3 +319,19 @@ def test_a_team_may_change_its_lead_and_members(rich):
     assert sorted((m.agent.key, m.role) for m in core.members.select_related("agent")) == [
         ("alpha", "reviewer"), ("beta", "lead")]
     assert config_export()["teams"][0]["members"] == [{"agent": "alpha", "role": "reviewer"}]
+
+
+def test_a_binary_that_can_reveal_its_credentials_imports_only_with_its_risk_acknowledged(rich):
+    """P15: /usr/bin/git can run programs (aliases, hooks): the export carries the acknowledgement, and a document
+    without it is refused with the reason and the field to set, changing nothing."""
+    document = config_export()
+    entry = next(e for e in document["cli_binaries"] if e["name"] == "git")
+    assert entry["risk_acknowledged"] is True
+    entry["risk_acknowledged"] = False
+    before = export_text()
+    with pytest.raises(ConfigInvalid) as caught:
+        config_import(document, dry_run=False, prune=False, actor=None)
+    messages = [p["message"] for p in caught.value.problems if p["path"].startswith("cli_binaries")]
+    assert messages and "risk_acknowledged: true" in messages[0] and "version control" in messages[0], \
+        caught.value.problems
+    assert export_text() == before

@@ -15,10 +15,12 @@ import psycopg
 import pytest
 from psycopg import errors
 
-from goclaw.embedded_db import APP_ROLE, SERVER_USER, SUPERUSER, EmbeddedInstance, open_cluster
+from goclaw.embedded_db import APP_ROLE, AUDIT_ROLE, SERVER_USER, SUPERUSER, EmbeddedInstance, open_cluster
 from tests.servers import manage, up_env
 
 PASSWORD_FILES = ("postgres-superuser-password.txt", "postgres-app-password.txt")
+AUDIT_TABLE_PREFIXES = ("tools_app_toolinvocation", "tools_app_storedtooloutput", "tools_app_auditevent",
+                        "goclaw_auditcheckpoint", "goclaw_auditpurge", "invocation_", "audit_event_", "pg_toast")
 
 
 def _print(env: dict, code: str) -> str:
@@ -100,7 +102,7 @@ def test_there_is_no_tcp_listener_and_the_socket_is_0700(fresh):
     assert Path(cluster.socket_dir).is_relative_to(cluster.instance.home)
 
 
-def test_the_app_role_is_no_superuser_and_owns_its_database_schema_and_tables(fresh):
+def test_the_app_role_is_no_superuser_and_owns_its_database_and_every_table_but_the_audit_ones(fresh):
     cluster, _ = fresh
     with psycopg.connect(cluster.uri()) as conn:
         flags = conn.execute("select rolsuper, rolcreatedb, rolcreaterole, rolreplication, rolbypassrls "
@@ -108,10 +110,13 @@ def test_the_app_role_is_no_superuser_and_owns_its_database_schema_and_tables(fr
         assert flags == (False, False, False, False, False)
         assert conn.execute("select pg_get_userbyid(datdba) from pg_database where datname = current_database()"
                             ).fetchone()[0] == APP_ROLE
+        # The schema's owner could drop any table in it: the audit tables' role owns it (docs/audit-integrity.md).
         assert conn.execute("select pg_get_userbyid(nspowner) from pg_namespace where nspname = 'public'"
-                            ).fetchone()[0] == APP_ROLE
-        owners = conn.execute("select distinct tableowner from pg_tables where schemaname = 'public'").fetchall()
-        assert owners == [(APP_ROLE,)]
+                            ).fetchone()[0] == AUDIT_ROLE
+        owners = dict(conn.execute("select tablename, tableowner from pg_tables where schemaname = 'public'").fetchall())
+        audit = {"tools_app_toolinvocation", "tools_app_storedtooloutput", "tools_app_auditevent",
+                 "goclaw_auditcheckpoint", "goclaw_auditpurge"}
+        assert {name: owner for name, owner in owners.items() if owner != APP_ROLE} == dict.fromkeys(audit, AUDIT_ROLE)
         assert conn.execute("select count(*) from pg_tables where tablename like 'django_q%' "
                             "or tablename like 'channels_postgres%'").fetchone()[0] >= 4
         memberships = conn.execute("select count(*) from pg_auth_members m join pg_roles r on r.oid = m.member "
@@ -134,6 +139,46 @@ def test_the_app_role_cannot_escalate(fresh, statement):
     with psycopg.connect(cluster.uri(), autocommit=True) as conn:
         with pytest.raises((errors.InsufficientPrivilege, errors.FeatureNotSupported)):
             conn.execute(statement)
+
+
+@pytest.mark.parametrize("statement", [
+    "update tools_app_toolinvocation set status = 'denied'",
+    "delete from tools_app_toolinvocation",
+    "truncate tools_app_auditevent",
+    "delete from goclaw_auditcheckpoint",
+    "alter table tools_app_toolinvocation disable trigger goclaw_append_only",
+    "drop table tools_app_storedtooloutput",
+    "drop trigger goclaw_append_only on tools_app_toolinvocation",
+    "alter function goclaw_audit_purge(regclass, timestamptz, integer) owner to goclaw",
+    "create or replace function goclaw_append_only() returns trigger language plpgsql as $$begin return new; end$$",
+    "set role goclaw_audit",
+    "alter schema public rename to elsewhere",
+    "select goclaw_audit_purge('tools_app_toolinvocation', now(), 10)",
+])
+def test_the_app_role_can_only_read_and_append_audit_rows(fresh, statement):
+    """After `manage.py migrate` the audit tables belong to their own role: whatever the app role runs, it cannot
+    change, remove or unprotect them (the purge function refuses a recent cutoff)."""
+    cluster, _ = fresh
+    with psycopg.connect(cluster.uri(), autocommit=True) as conn:
+        conn.execute("select count(*) from tools_app_toolinvocation")
+        with pytest.raises((errors.InsufficientPrivilege, errors.InvalidParameterValue)):
+            conn.execute(statement)
+
+
+def test_the_audit_tables_stay_locked_after_a_second_migrate_and_take_rows(fresh):
+    cluster, env = fresh
+    manage(env, "migrate", "--verbosity", "0")  # released to the app role while it runs, locked again after
+    with psycopg.connect(cluster.uri(), autocommit=True) as conn:
+        owner = conn.execute("select tableowner from pg_tables where tablename = 'tools_app_auditevent'").fetchone()[0]
+        assert owner == AUDIT_ROLE
+        conn.execute("insert into tools_app_auditevent (id, kind, actor, target, details, created_at, chain_hash) "
+                     "values (gen_random_uuid(), 'x', '', '', '{}', now(), '')")
+        with pytest.raises(errors.InsufficientPrivilege):
+            conn.execute("delete from tools_app_auditevent")
+    # That row was written behind goclaw's back: the real command says so and exits 1.
+    result = subprocess.run([sys.executable, "manage.py", "audit_verify"], cwd=Path(__file__).resolve().parents[2],
+                            env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1 and "tools_app_auditevent row" in result.stderr and "out of band" in result.stderr
 
 
 def test_data_dir_and_password_files_are_private(fresh):
@@ -245,9 +290,11 @@ def test_an_old_style_data_dir_is_migrated_on_the_next_start_with_its_data(scrat
             leftovers = conn.execute(
                 "select c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace "
                 "where n.nspname = 'public' and pg_get_userbyid(c.relowner) <> current_user").fetchall()
-            assert leftovers == []
+            # …but the append-only audit tables (and their indexes), which `migrate` gave to their own role
+            assert {name for (name,) in leftovers if not name.startswith(AUDIT_TABLE_PREFIXES)} == set()
             functions = conn.execute("select proname from pg_proc p join pg_namespace n on n.oid = p.pronamespace "
-                                     "where n.nspname = 'public' and pg_get_userbyid(p.proowner) <> current_user "
+                                     "where n.nspname = 'public' and pg_get_userbyid(p.proowner) "
+                                     "not in (current_user, 'goclaw_audit') "
                                      "and not exists (select 1 from pg_depend d where d.objid = p.oid and d.deptype = 'e')"
                                      ).fetchall()
             assert functions == []  # channels_postgres' trigger function included

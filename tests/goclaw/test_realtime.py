@@ -27,15 +27,33 @@ def test_the_schedules_apps_register_are_created_next_to_goclaws_own():
     assert set(rows) == {"goclaw heartbeat", *SCHEDULES}  # every registered schedule, nothing else
 
 
+@pytest.mark.django_db
 @pytest.mark.parametrize("group", ["approvals", "invocations", "agent.build-bot_2"])
-def test_staff_may_join_the_groups_tools_app_opened(group):
-    assert realtime.websocket_staff_may_join(group)
+def test_staff_may_join_the_groups_tools_app_opened_holding_their_view_permissions(group):
+    from tests.factories import make_person
+
+    needed = realtime.websocket_staff_group_permissions(group)
+    assert needed and all(p.startswith("tools_app.view_") for p in needed)
+    assert realtime.websocket_staff_may_join(group, make_person(*needed))
+    assert not realtime.websocket_staff_may_join(group, make_person())  # staff without the permissions
+    assert not realtime.websocket_staff_may_join(group, None)
 
 
+@pytest.mark.django_db
 @pytest.mark.parametrize("group", ["principal.token.1", "principal.user.1", "agent.Bot", "agent.", "approvals\n",
                                    "approvals.x", "xapprovals", "secrets", ""])
-def test_staff_may_not_join_a_group_no_app_opened(group):
-    assert not realtime.websocket_staff_may_join(group)
+def test_staff_may_not_join_a_group_no_app_opened(group, django_user_model):
+    assert realtime.websocket_staff_group_permissions(group) is None
+    superuser = django_user_model.objects.create_superuser("root", password="pw-root-12345")
+    assert not realtime.websocket_staff_may_join(group, superuser)
+
+
+def test_a_group_rule_without_a_permission_is_a_configuration_error():
+    with pytest.raises(TypeError):
+        realtime.websocket_staff_group_register(r"open-to-all")  # noqa: the keyword is required
+    with pytest.raises(ImproperlyConfigured):
+        realtime.websocket_staff_group_register(r"open-to-all", permission=())
+    assert realtime.websocket_staff_group_permissions("open-to-all") is None
 
 
 def test_a_second_different_token_authenticator_is_refused():

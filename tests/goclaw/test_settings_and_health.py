@@ -45,21 +45,55 @@ def test_migrations_are_in_sync_with_models(db):
 
 
 @pytest.mark.django_db
-def test_healthz_reports_missing_worker_as_503(client):
-    response = client.get("/healthz")
+def test_healthz_reports_missing_worker_as_503(admin_client):
+    response = admin_client.get("/healthz")
     body = response.json()
     assert body["checks"]["database"]["ok"] and body["checks"]["pgvector"]["ok"]
     assert not body["checks"]["worker"]["ok"]
-    assert response.status_code == 503
+    assert response.status_code == 503 and body["status"] == "degraded" and body["ok"] is False
 
 
 @pytest.mark.django_db
-def test_healthz_is_200_after_a_worker_heartbeat(client):
+def test_healthz_is_200_after_a_worker_heartbeat(admin_client):
     from goclaw.tasks import heartbeat
 
     heartbeat()
-    response = client.get("/healthz")
+    response = admin_client.get("/healthz")
     assert response.status_code == 200, response.json()
+    assert response.json()["status"] == "ok"
+
+
+@pytest.mark.django_db
+def test_anonymous_healthz_callers_get_the_status_only_with_the_same_http_codes(client):
+    """The checks describe the machine (whether the server runs as root, the bubblewrap version, cgroup paths, the
+    sandbox uid): an anonymous caller learns up or down, nothing else."""
+    from goclaw.tasks import heartbeat
+
+    down = client.get("/healthz")
+    assert (down.status_code, down.json()) == (503, {"status": "degraded", "ok": False})
+    heartbeat()
+    up = client.get("/healthz")
+    assert (up.status_code, up.json()) == (200, {"status": "ok", "ok": True})
+    assert client.head("/healthz").status_code == 200
+
+
+@pytest.mark.django_db
+def test_healthz_details_need_an_agent_token_or_an_active_staff_session(client, api, django_user_model):
+    from goclaw.tasks import heartbeat
+
+    heartbeat()
+    with_token = api.get("/healthz")
+    assert with_token.status_code == 200 and {"database", "worker", "sandbox"} <= set(with_token.json()["checks"])
+    staff = django_user_model.objects.create_user("ops", password="pw-ops-123", is_staff=True)
+    client.force_login(staff)
+    assert "sandbox" in client.get("/healthz").json()["checks"]
+    for flags in ({"is_staff": False}, {"is_staff": True, "is_active": False}):
+        django_user_model.objects.filter(pk=staff.pk).update(**flags)
+        assert client.get("/healthz").json() == {"status": "ok", "ok": True}, flags
+    client.logout()
+    bad = client.get("/healthz", HTTP_AUTHORIZATION="Bearer gclw_nope_nope")
+    assert bad.status_code == 401 and bad.json()["error"]["code"] == "not_authenticated"
+    assert "checks" not in bad.json()
 
 
 @pytest.mark.django_db(transaction=True)

@@ -127,7 +127,10 @@ def test_with_redis_url_events_and_tasks_go_through_redis(tmp_path, redis_url):
     up = Up(env, _free_port(), _free_port(), tmp_path / "up.log")
     try:
         up.wait_healthy()
-        health = httpx.get(up.base + "/healthz").json()
+        assert set(httpx.get(up.base + "/healthz").json()) == {"status", "ok"}  # anonymous: the status only
+        _manage(env, "create_agent", "monitor")
+        monitor = _manage(env, "issue_token", "monitor").strip()
+        health = httpx.get(up.base + "/healthz", headers={"Authorization": f"Bearer {monitor}"}).json()
         assert health["checks"]["channel_layer"]["backend"] == "RedisPubSubChannelLayer"
         _events_cross_processes(env, up)
         assert any(key.startswith(b"django_q") for key in redis.Redis.from_url(url).keys("*"))

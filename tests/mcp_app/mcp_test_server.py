@@ -1,7 +1,7 @@
 """A real MCP server (SDK `MCPServer`) for the tests and the benchmark.
 
     python mcp_test_server.py --transport stdio|sse|streamable-http [--port N] [--state-dir DIR]
-                              [--echo-description TEXT] [--extra-tool]
+                              [--echo-description TEXT] [--extra-tool] [--site-packages DIR]
 
 Tools: echo, add (structured), whoami (the request's Authorization header over HTTP, $MCP_TOKEN over stdio),
 sleep (writes <state-dir>/sleep-started, and <state-dir>/sleep-cancelled when the request is cancelled), fail
@@ -21,7 +21,12 @@ import socket
 import sys
 from pathlib import Path
 
-from mcp.server.mcpserver import Context, MCPServer
+# --site-packages DIR: where a sandboxed system python finds the SDK (goclaw refuses PYTHONPATH for MCP servers,
+# as every variable that changes what an interpreter loads), read before the SDK is imported.
+if "--site-packages" in sys.argv[:-1]:
+    sys.path.insert(0, sys.argv[sys.argv.index("--site-packages") + 1])  # first, as PYTHONPATH would put it
+
+from mcp.server.mcpserver import Context, MCPServer  # noqa: E402
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.types import Image
 
@@ -125,6 +130,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--state-dir", default="")
     parser.add_argument("--echo-description", default=ECHO_DESCRIPTION)
     parser.add_argument("--extra-tool", action="store_true")
+    parser.add_argument("--site-packages", default="", help="imported from first (read before the SDK is imported)")
     args = parser.parse_args(argv)
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     state_dir = Path(args.state_dir) if args.state_dir else None

@@ -169,10 +169,14 @@ def test_grants_are_saved_through_the_services_with_credentials_write_only(admin
 
 
 def test_launchers_are_added_through_launcher_set(admin_client):
-    response = admin_client.post(f"{ADMIN}/mcplauncher/add/", {"command": "ruby", "description": "Ruby",
-                                                               "denied_args": '["-e"]', "enabled": "on"})
+    response = admin_client.post(f"{ADMIN}/mcplauncher/add/", {"command": "/opt/weather/bin/weather-mcp",
+                                                               "description": "Weather", "denied_args": '["--eval"]',
+                                                               "enabled": "on"})
     assert response.status_code == 302, response.content.decode()[:3000]
-    assert MCPLauncher.objects.get(command="ruby").denied_args == ["-e"]
+    assert MCPLauncher.objects.get(command="/opt/weather/bin/weather-mcp").denied_args == ["--eval"]
+    shell = admin_client.post(f"{ADMIN}/mcplauncher/add/", {"command": "/bin/sh", "denied_args": "[]", "enabled": "on"})
+    assert shell.status_code == 200 and "is a shell" in shell.content.decode()
+    assert not MCPLauncher.objects.filter(command="/bin/sh").exists()
     bad = admin_client.post(f"{ADMIN}/mcplauncher/add/", {"command": "bin/ruby", "denied_args": "[]", "enabled": "on"})
     assert "a bare program name or an absolute path" in bad.content.decode()
 

@@ -323,15 +323,16 @@ def test_staff_reject_a_request_for_a_user_and_the_requester_withdraws_another(s
 
 # --- launchers and the schema --------------------------------------------------------------------------------------
 def test_staff_add_a_launcher_and_a_server_may_then_use_it(staff_api):
-    added = staff_api.post(f"{BASE}/launchers", {"command": "ruby", "description": "Ruby", "denied_args": ["-e"]},
-                           format="json")
+    program = "/opt/weather/bin/weather-mcp"  # a program goclaw has no argument model of: denied_args judge it
+    added = staff_api.post(f"{BASE}/launchers", {"command": program, "description": "Weather",
+                                                 "denied_args": ["--eval"]}, format="json")
     assert added.status_code == 200, added.content
     assert set(added.json()) == {"id", "command", "description", "denied_args", "enabled", "created_at"}
-    assert "ruby" in [row["command"] for row in staff_api.get(f"{BASE}/launchers?limit=500").json()["results"]]
-    server = staff_api.post(f"{BASE}/servers", {"name": "rb", "transport": "stdio", "command": "ruby",
-                                                "args": ["server.rb"]}, format="json")
+    assert program in [row["command"] for row in staff_api.get(f"{BASE}/launchers?limit=500").json()["results"]]
+    server = staff_api.post(f"{BASE}/servers", {"name": "rb", "transport": "stdio", "command": program,
+                                                "args": ["--port", "3"]}, format="json")
     assert server.status_code == 201, server.content
-    inline = staff_api.patch(f"{BASE}/servers/rb", {"args": ["-e", "puts 1"]}, format="json")
+    inline = staff_api.patch(f"{BASE}/servers/rb", {"args": ["--eval=puts 1"]}, format="json")
     assert inline.status_code == 400 and "args" in error(inline)["details"]
     bad = staff_api.post(f"{BASE}/launchers", {"command": "bin/ruby"}, format="json")
     assert bad.status_code == 400 and error(bad)["code"] == "mcp_launcher_invalid"

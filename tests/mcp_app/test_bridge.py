@@ -145,6 +145,28 @@ def test_a_url_to_loopback_is_refused_unless_private_network_is_allowed(mcp_serv
     assert bridge_call_tool(server.config(allow_private_network=True), "echo", {"text": "x"}).text == "x"
 
 
+@pytest.mark.parametrize("transport", ["sse", "streamable-http"])
+def test_a_name_that_resolves_to_loopback_is_refused_when_the_bridge_dials(mcp_server, monkeypatch, transport):
+    """The URL names no address, so only the outbound guard, which checks the address the connection is opened
+    to, can stop it; the server never sees a request."""
+    import socket
+
+    server = mcp_server(transport)
+    real = socket.getaddrinfo
+
+    def names(host, *args, **kwargs):
+        return real("127.0.0.1" if host in ("upstream.test", b"upstream.test") else host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", names)
+    config = server.config(allow_private_network=False)
+    config = ServerConfig(**{**config.__dict__, "url": server.url.replace("127.0.0.1", "upstream.test")})
+    with pytest.raises(BridgeError) as caught:
+        bridge_call_tool(config, "echo", {"text": "x"})
+    assert caught.value.code == "mcp_network_refused"
+    assert "upstream.test resolves to 127.0.0.1, a loopback address" in str(caught.value)
+    assert "allow private network for this server" in str(caught.value)
+
+
 def test_a_stdio_command_that_does_not_exist_is_unavailable_not_a_crash():
     config = ServerConfig(server_id=9, name="missing", transport="stdio", command="/nonexistent/mcp-server")
 

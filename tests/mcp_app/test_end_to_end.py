@@ -37,8 +37,8 @@ def stdio_mcp_server(tmp_path):
         profile = SandboxProfile.objects.create(name=f"mcp-{name}", ro_binds=[str(VENV), str(SERVER_SCRIPT.parent.parent)])
         site = next(VENV.glob("lib/python3*/site-packages"))
         server = server_create(actor="system", name=name, transport="stdio", command="/usr/bin/python3",
-                               args=[str(SERVER_SCRIPT), "--transport", "stdio"], sandbox_profile=profile,
-                               env={"PYTHONPATH": str(site)})
+                               args=[str(SERVER_SCRIPT), "--transport", "stdio", "--site-packages", str(site)],
+                               sandbox_profile=profile)
         report = server_tools_refresh(server)
         assert report["ok"], report
         return server
@@ -167,10 +167,10 @@ def pipeline_catalog(agent):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_healthz_reports_this_processes_mcp_connections_by_state(mcp_server, client):
+def test_healthz_reports_this_processes_mcp_connections_by_state(mcp_server, admin_client):
     server = register(mcp_server())
     agent = make_agent()
     grants.agent_grant_set(actor="system", server=server, agent=agent)
     assert call(agent, "mcp_demo__echo", {"text": "open a connection"}).status == "ok"
-    report = client.get("/healthz").json()["checks"]["mcp_connections"]
+    report = admin_client.get("/healthz").json()["checks"]["mcp_connections"]
     assert report["ok"] and report["connections"] >= 1 and report["states"].get("connected", 0) >= 1

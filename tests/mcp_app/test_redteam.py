@@ -187,14 +187,16 @@ def test_a_server_listing_an_overlong_tool_name_does_not_crash_test_connection(h
 
 # --- SSRF ------------------------------------------------------------------------------------------------------------
 def test_a_name_that_rebinds_to_loopback_after_the_check_is_not_connected_to(hostile, monkeypatch):
-    """DNS rebinding: the name resolves to a public address when netcheck asks, and to 127.0.0.1 when the HTTP
-    client connects a moment later. goclaw must connect to the address it checked (or check the one it connects to)."""
+    """DNS rebinding: the name resolves to a public address when the server is saved (the save-time check), and to
+    127.0.0.1 on every later lookup, when the HTTP client connects. goclaw must check the address it connects to."""
     port = hostile()
     real = socket.getaddrinfo
+    lookups = []
 
     def rebinding(host, *args, **kwargs):
-        if host in ("rebind.test", b"rebind.test"):  # anyio passes the IDNA-encoded bytes
-            if sys._getframe(1).f_globals.get("__name__") == "mcp_app.netcheck":
+        if host in ("rebind.test", b"rebind.test") and not kwargs.get("flags", 0) & socket.AI_NUMERICHOST:
+            lookups.append(host)
+            if len(lookups) == 1:
                 return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", 0))]
             return real("127.0.0.1", *args, **kwargs)
         return real(host, *args, **kwargs)
@@ -202,9 +204,10 @@ def test_a_name_that_rebinds_to_loopback_after_the_check_is_not_connected_to(hos
     monkeypatch.setattr(socket, "getaddrinfo", rebinding)
     server = server_create(actor="system", name="rebinder", transport="streamable-http",
                            url=f"http://rebind.test:{port}/mcp")
-    assert server.allow_private_network is False
+    assert server.allow_private_network is False and len(lookups) == 1
     report = server_tools_refresh(server)
     assert not report["ok"], "goclaw talked to a loopback service through a rebinding name"
+    assert "resolves to 127.0.0.1, a loopback address" in str(report)
     assert not MCPTool.objects.filter(server=server).exists()
 
 
@@ -273,8 +276,8 @@ def test_a_launcher_taken_off_the_allowlist_no_longer_starts_servers_that_use_it
     profile = SandboxProfile.objects.create(name="mcp-redteam", ro_binds=[str(venv), str(SERVER_SCRIPT.parent.parent)])
     site = next(venv.glob("lib/python3*/site-packages"))
     server = server_create(actor="system", name="local", transport="stdio", command="/usr/bin/python3",
-                           args=[str(SERVER_SCRIPT), "--transport", "stdio"], sandbox_profile=profile,
-                           env={"PYTHONPATH": str(site)})
+                           args=[str(SERVER_SCRIPT), "--transport", "stdio", "--site-packages", str(site)],
+                           sandbox_profile=profile)
     assert server_tools_refresh(server)["ok"]
 
     launcher_set(actor="system", command="/usr/bin/python3", enabled=False)

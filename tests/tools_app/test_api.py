@@ -118,7 +118,7 @@ def test_the_execute_context_is_parsed_into_a_call_context():
     from tools_app.api.serializers import parse_execute_request
     from tools_app.calls import CallContext
 
-    parsed = parse_execute_request({"tool": " datetime ", "unknown_top_level": 1, "context": {
+    parsed = parse_execute_request({"tool": " datetime ", "context": {
         "user_id": 42, "session_key": "s", "channel": "telegram", "chat_id": -100123, "peer_kind": "group",
         "provider": "anthropic", "subagent_depth": 2, "allow": ["datetime", "group:fs"]}})
     assert parsed == {"tool": "datetime", "arguments": {}, "agent": None, "wait_seconds": 0, "context": CallContext(
@@ -149,6 +149,55 @@ def test_an_agent_cannot_claim_a_person_ran_its_call(api):
     assert not ToolInvocation.objects.exclude(actor="").exists()
 
 
+@pytest.mark.parametrize("field", ["user_id", "session_key", "channel", "chat_id", "peer_kind", "provider",
+                                   "subagent_depth", "allow"])
+def test_a_call_context_field_at_the_top_level_is_a_400_pointing_to_context_and_runs_nothing(api, field):
+    """`{"tool": "datetime", "user_id": "alice"}` used to answer 200 and record no user: a caller who put the
+    context at the top level made hundreds of unattributed calls without noticing."""
+    from tools_app.models import ToolInvocation
+
+    response = post(api, "/api/v1/tools/execute", {"tool": "datetime", "arguments": {}, field: "alice"})
+    assert response.status_code == 400, response.json()
+    error = response.json()["error"]
+    assert error["code"] == "invalid_request"
+    assert error["message"] == f'unknown field {field!r}: call-context fields go inside "context": {{"{field}": …}}'
+    assert list(error["details"]) == [field]
+    assert not ToolInvocation.objects.exists()
+
+
+def test_any_unknown_top_level_field_is_a_400_naming_each_field(api):
+    from tools_app.models import ToolInvocation
+
+    response = post(api, "/api/v1/tools/execute", {"tool": "datetime", "args": {}, "request_id": "r1", "Tool": "x",
+                                                  "context": {"user_id": "alice"}})
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "invalid_request" and set(error["details"]) == {"args", "request_id", "Tool"}
+    assert "X-Request-Id" in error["details"]["request_id"][0]
+    assert "tool, arguments, context, agent, wait_seconds" in error["details"]["args"][0]
+    assert not ToolInvocation.objects.exists()
+    ran = post(api, "/api/v1/tools/execute", {"tool": "datetime", "context": {"user_id": "alice"}})
+    assert ran.status_code == 200 and ToolInvocation.objects.get().user_id == "alice"
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/api/v1/security/check-command", {"command": "ls", "user_id": "alice"}),
+    ("/api/v1/approvals/00000000-0000-0000-0000-000000000000/execute", {"arguments": {}, "args": {}}),
+])
+def test_other_agent_bodies_refuse_unknown_fields_too(api, path, body):
+    response = post(api, path, body)
+    assert response.status_code == 400, response.json()
+    assert response.json()["error"]["code"] == "invalid_request"
+    assert set(response.json()["error"]["details"]) == set(body) - {"command", "arguments"}
+
+
+def test_the_documented_bodies_are_closed_where_unknown_fields_are_refused(client):
+    schema = client.get("/api/schema/?format=json").json()["components"]["schemas"]
+    for name in ("ExecuteRequestRequest", "CheckCommandRequestRequest", "ExecuteApprovedRequest",
+                 "SearchRequestRequest", "DocumentWriteRequest", "MCPAccessRequestWriteRequest", "TaskCreateRequest"):
+        assert schema[name]["additionalProperties"] is False, name
+
+
 def test_the_documented_context_is_exactly_the_callers_part_of_call_context(client):
     from tools_app.calls import CONTEXT_FIELDS
 
@@ -163,7 +212,8 @@ def test_the_documented_serializer_accepts_exactly_what_the_parser_accepts():
     from tools_app.api.serializers import ExecuteRequestSerializer, parse_execute_request
 
     for body in [{"tool": "datetime"}, {"tool": "datetime", "context": {"user_id": 7}}, {"tool": 5}, [],
-                 {"tool": "x", "context": {"nope": 1}}, {"tool": "x", "wait_seconds": 60}, {"tool": "x", "agent": ""}]:
+                 {"tool": "x", "context": {"nope": 1}}, {"tool": "x", "wait_seconds": 60}, {"tool": "x", "agent": ""},
+                 {"tool": "x", "user_id": "alice"}, {"tool": "x", "nope": None}]:
         try:
             parse_execute_request(body)
             accepted = True

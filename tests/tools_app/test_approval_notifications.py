@@ -80,6 +80,7 @@ def admin_client(db, django_user_model):
 
 
 def channel(url, kind="generic", secret=None, **fields):
+    fields.setdefault("allow_private_network", True)  # the receivers of these tests listen on loopback
     return svc.notification_channel_save(actor=None, channel=NotificationChannel(name=fields.pop("name", kind), kind=kind,
                                                                                  url=url, **fields), secret=secret)
 
@@ -252,8 +253,8 @@ def test_a_redirect_is_not_followed_and_counts_as_a_failure(server):
 def test_the_secret_is_sealed_at_rest_and_write_only_in_the_admin(admin_client, server):
     page = admin_client.get("/admin/tools_app/notificationchannel/add/")
     response = admin_client.post("/admin/tools_app/notificationchannel/add/", {
-        "name": "ops", "kind": "generic", "url": server.url(), "enabled": "on", "tool_names": "[]",
-        "secret": "admin-typed-secret-99", "csrfmiddlewaretoken": csrf_of(page)})
+        "name": "ops", "kind": "generic", "url": server.url(), "enabled": "on", "allow_private_network": "on",
+        "tool_names": "[]", "secret": "admin-typed-secret-99", "csrfmiddlewaretoken": csrf_of(page)})
     assert response.status_code == 302
     ch = NotificationChannel.objects.get(name="ops")
     assert crypto.is_sealed(ch.secret_sealed) and "admin-typed-secret-99" not in ch.secret_sealed
@@ -266,8 +267,8 @@ def test_the_secret_is_sealed_at_rest_and_write_only_in_the_admin(admin_client, 
     assert bad.status_code == 200 and "another-secret-77" not in bad.content.decode()  # form error, nothing echoed
 
     admin_client.post(f"/admin/tools_app/notificationchannel/{ch.pk}/change/", {
-        "name": "ops", "kind": "generic", "url": server.url(), "enabled": "on", "tool_names": "[]",
-        "csrfmiddlewaretoken": csrf_of(page)})
+        "name": "ops", "kind": "generic", "url": server.url(), "enabled": "on", "allow_private_network": "on",
+        "tool_names": "[]", "csrfmiddlewaretoken": csrf_of(page)})
     ch.refresh_from_db()
     assert crypto.is_sealed(ch.secret_sealed)  # an empty field keeps the secret
     ask()
@@ -350,3 +351,73 @@ def test_key_rotation_reseals_the_signing_secret_and_signatures_still_match(serv
     got = server.received[0]
     assert got["headers"]["X-Goclaw-Signature-256"] == \
         "sha256=" + hmac.new(b"rotate-me-secret-5", got["body"], hashlib.sha256).hexdigest()
+
+
+# --- the outbound guard ---------------------------------------------------------------------------------------------
+@pytest.mark.django_db
+def test_a_webhook_to_loopback_is_refused_when_saved_unless_the_channel_allows_private_networks(server):
+    from goclaw.errors import ValidationError
+
+    for url in (server.url(), f"http://2130706433:{server.port}/hook", f"http://[::ffff:127.0.0.1]:{server.port}/",
+                f"http://localhost:{server.port}/hook", "http://169.254.169.254/latest/meta-data/"):
+        with pytest.raises(ValidationError) as info:
+            channel(url, name="internal", allow_private_network=False)
+        assert info.value.code == "notification_url_refused"
+        assert "allow private networks on this channel" in str(info.value) or "never allowed" in str(info.value)
+    assert not NotificationChannel.objects.exists()
+    with pytest.raises(ValidationError, match="cloud metadata endpoint"):
+        channel("http://169.254.169.254/latest/meta-data/", name="metadata", allow_private_network=True)
+    assert channel(server.url(), allow_private_network=True).allow_private_network
+
+
+@pytest.mark.django_db
+def test_a_webhook_to_loopback_is_refused_when_sent_and_delivered_once_the_channel_allows_private_networks(server):
+    """A channel saved before the save-time check existed (or whose name resolves to loopback only later) is
+    stopped when the POST dials: nothing reaches the loopback receiver, the delivery says why."""
+    ch = NotificationChannel.objects.create(name="old", url=server.url("/hooks/T0KEN-IN-PATH"))
+    assert ch.allow_private_network is False
+    ask()
+    assert svc.notification_deliveries_send_due() == 0
+    d = NotificationDelivery.objects.get()
+    assert server.received == []
+    assert (d.status, d.last_status_code) == ("pending", None)
+    assert d.last_error == ("refused: 127.0.0.1 is a loopback address "
+                            "(allow private networks on this channel to reach it)")
+    assert "T0KEN-IN-PATH" not in d.last_error
+
+    ch.allow_private_network = True
+    svc.notification_channel_save(actor=None, channel=ch)
+    svc.notification_deliveries_retry(actor=None, deliveries=NotificationDelivery.objects.all())
+    d.refresh_from_db()
+    svc.notification_deliveries_send_due(now=d.next_attempt_at)
+    d.refresh_from_db()
+    assert d.status == "sent" and len(server.received) == 1
+
+
+@pytest.mark.django_db
+def test_the_send_test_action_reports_a_refused_address(admin_client, server):
+    ch = NotificationChannel.objects.create(name="old", kind="slack", url=server.url())
+    page = admin_client.get("/admin/tools_app/notificationchannel/")
+    response = admin_client.post("/admin/tools_app/notificationchannel/", {
+        "action": "send_test", "_selected_action": [ch.pk], "csrfmiddlewaretoken": csrf_of(page)}, follow=True)
+    assert ("test notification failed: refused: 127.0.0.1 is a loopback address (allow private networks on "
+            "this channel to reach it)") in response.content.decode()
+    assert server.received == []
+
+
+@pytest.mark.django_db
+def test_the_admin_form_refuses_a_loopback_url_unless_private_networks_are_allowed(admin_client, server):
+    page = admin_client.get("/admin/tools_app/notificationchannel/add/")
+    assert 'name="allow_private_network"' in page.content.decode()
+    form = {"name": "ops", "kind": "generic", "url": server.url(), "enabled": "on", "tool_names": "[]",
+            "csrfmiddlewaretoken": csrf_of(page)}
+    response = admin_client.post("/admin/tools_app/notificationchannel/add/", form)
+    assert response.status_code == 200
+    assert ("refused: 127.0.0.1 is a loopback address (allow private networks on this channel to reach it)"
+            in response.content.decode())
+    response = admin_client.post("/admin/tools_app/notificationchannel/add/", {**form, "url": "http://10.1.2.3/hook"})
+    assert response.status_code == 200 and "10.1.2.3 is a private address" in response.content.decode()
+    assert not NotificationChannel.objects.exists()
+    response = admin_client.post("/admin/tools_app/notificationchannel/add/", {**form, "allow_private_network": "on"})
+    assert response.status_code == 302
+    assert NotificationChannel.objects.get(name="ops").allow_private_network is True

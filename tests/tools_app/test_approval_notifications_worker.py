@@ -30,7 +30,8 @@ def test_the_worker_notifies_a_webhook_when_an_agent_s_call_asks(tmp_path):
             "from tools_app.models import Agent, NotificationChannel\n"
             "from tools_app.services.notifications import notification_channel_save\n"
             "a = Agent.objects.get(key='demo'); a.mode = 'cautious'; a.save()\n"
-            f"notification_channel_save(actor=None, channel=NotificationChannel(name='ops', url='{hook.url('/goclaw')}'),"
+            f"notification_channel_save(actor=None, channel=NotificationChannel(name='ops', url='{hook.url('/goclaw')}',"
+            " allow_private_network=True),"
             " secret='worker-path-secret')\n"))
         token = manage(env, "issue_token", "demo").strip()
         agent = {"Authorization": f"Bearer {token}"}

@@ -1,5 +1,6 @@
-"""The audit retention purge: rows older than GOCLAW_AUDIT_RETENTION_DAYS go, with their stored outputs, in short
-batches; what it removed is reported; 0 keeps everything; the command's --dry-run removes nothing."""
+"""The audit retention purge: rows older than GOCLAW_AUDIT_RETENTION_DAYS go from every audit table (invocations,
+their stored outputs, audit events) in short batches; what it removed is reported; 0 keeps everything; the command's
+--dry-run removes nothing."""
 from datetime import timedelta
 from io import StringIO
 
@@ -15,9 +16,11 @@ pytestmark = pytest.mark.django_db
 
 
 def audit_row(days_ago: float, *, with_output: bool = False, **fields) -> ToolInvocation:
-    output = StoredToolOutput.objects.create(agent_key="a", tool_name="t", content="x" * 100) if with_output else None
-    return ToolInvocation.objects.create(agent_key="a", tool_name="t", status="ok",
-                                         created_at=timezone.now() - timedelta(days=days_ago),
+    """A call made `days_ago`, with the output it stored then (outputs age like the calls that stored them)."""
+    created_at = timezone.now() - timedelta(days=days_ago)
+    output = (StoredToolOutput.objects.create(agent_key="a", tool_name="t", content="x" * 100, created_at=created_at)
+              if with_output else None)
+    return ToolInvocation.objects.create(agent_key="a", tool_name="t", status="ok", created_at=created_at,
                                          output_id=output.pk if output else None, **fields)
 
 
@@ -28,7 +31,7 @@ def test_rows_past_the_retention_go_with_their_stored_outputs_and_the_rest_stay(
     kept_output = StoredToolOutput.objects.get(pk=kept[1].output_id)
     report = audit_purge_expired(batch_size=3)
     assert report["removed"] == 7 and report["outputs_removed"] == 4
-    assert report["batches"] == 3  # 3 + 3 + 1 rows, one short transaction each
+    assert report["batches"] == 5  # calls 3 + 3 + 1, outputs 3 + 1: one short transaction each
     assert not ToolInvocation.objects.filter(pk__in=[r.pk for r in old]).exists()
     assert not StoredToolOutput.objects.filter(pk__in=[r.output_id for r in old if r.output_id]).exists()
     assert set(ToolInvocation.objects.values_list("pk", flat=True)) == {r.pk for r in kept}

@@ -58,13 +58,13 @@ def test_a_timed_out_call_is_cancelled_and_its_thread_ends(reg):
         WaitsForever.released.set()
 
 
-def test_healthz_counts_runs_given_up_on_until_their_thread_ends(reg, client):
-    before = client.get("/healthz").json()["checks"]["tool_workers"]
+def test_healthz_counts_runs_given_up_on_until_their_thread_ends(reg, admin_client):
+    before = admin_client.get("/healthz").json()["checks"]["tool_workers"]
     IgnoresCancel.release.clear()
     try:
         outcome = pipeline.execute(pipeline.ToolCall(make_agent(), "ignores_cancel", {}), reg)
         assert outcome.status == "timeout"
-        during = client.get("/healthz").json()["checks"]["tool_workers"]
+        during = admin_client.get("/healthz").json()["checks"]["tool_workers"]
         assert during["abandoned_running"] == before["abandoned_running"] + 1
         assert during["abandoned_total"] == before["abandoned_total"] + 1
         assert during["workers"] == before["workers"] > 1

@@ -157,7 +157,9 @@ def test_a_binary_swapped_after_registration_is_refused_at_call_time(bindir):
 ])
 def test_preset_deny_args_refuse_credential_printing(bindir, preset, args):
     agent = make_agent()
-    cli_binary_add_preset(actor=None, preset=preset, path=install(bindir, preset), env={"FAKE_TOKEN": SECRET})
+    # terraform runs programs its configuration names (external data sources): its risk must be acknowledged
+    cli_binary_add_preset(actor=None, preset=preset, path=install(bindir, preset), env={"FAKE_TOKEN": SECRET},
+                          risk_acknowledged=preset == "terraform")
     with pytest.raises(ToolError, match=f"refused for {preset}"):
         run(agent, preset, args)
 
@@ -247,3 +249,123 @@ def test_through_the_pipeline_the_secret_reaches_the_binary_but_not_the_output_a
     audit = json.dumps([list(r.values()) for r in ToolInvocation.objects.values()], default=str)
     for where, text in (("output", json.dumps(out.as_dict())), ("audit rows", audit), ("logs", caplog.text)):
         assert SECRET not in text, where
+
+
+# --- P15: binaries that can reveal their credentials, and the credential's transformations --------------------------
+TRANSFORMER = r'''#!/bin/sh
+t="$FAKE_TOKEN"
+echo "rev: $(printf %s "$t" | rev)"
+echo "b64: $(printf %s "$t" | base64 -w0)"
+echo "b64 inside: $(printf 'TOKEN: %s\n' "$t" | base64 -w0)"
+echo "b64 inside2: $(printf 'X=%s;' "$t" | base64 -w0)"
+echo "b64url: $(printf %s "$t" | base64 -w0 | tr '+/' '-_' | tr -d =)"
+echo "hex: $(printf %s "$t" | od -An -tx1 | tr -d ' \n')"
+echo "HEX: $(printf %s "$t" | od -An -tx1 | tr -d ' \n' | tr a-f A-F)"
+echo "spaced: $(printf %s "$t" | sed 's/./& /g')"
+echo "lines:"
+printf %s "$t" | fold -w1
+echo
+echo "rev split: $(printf %s "$t" | rev | sed 's/./&,/g')"
+echo "dump:"
+printf 'GH_TOKEN=%s\n' "$t" | od -c
+echo "url: $(python3 -c 'import os, urllib.parse; print(urllib.parse.quote(os.environ["FAKE_PASS"], safe=""))')"
+echo "piece 1: $(printf %s "$t" | cut -c1-12)"
+echo "piece 2: $(printf %s "$t" | cut -c13-)"
+echo "done"
+'''
+PASSWORD = "p@ss/w0rd+Zq9!x7-long"
+
+
+def _spellings(secret: str) -> list[str]:
+    import base64
+    import urllib.parse
+
+    raw = secret.encode()
+    b64 = base64.b64encode(raw).decode()
+    return [secret, secret[::-1], b64, b64.rstrip("="), base64.urlsafe_b64encode(raw).decode().rstrip("="),
+            raw.hex(), raw.hex().upper(), " ".join(secret), "\n".join(secret), ",".join(secret[::-1]),
+            secret[:12], secret[12:], urllib.parse.quote(PASSWORD, safe=""), PASSWORD]
+
+
+@pytest.mark.django_db
+def test_a_binary_printing_its_credential_transformed_has_every_spelling_redacted(bindir):
+    agent = make_agent()
+    cli_binary_create(actor=None, name="gh", path=install(bindir, "gh", TRANSFORMER),
+                      env={"FAKE_TOKEN": SECRET, "FAKE_PASS": PASSWORD})
+    result = run(agent, "gh", "")
+    out = result.for_llm
+    assert not result.is_error and "done" in out, out
+    for spelling in _spellings(SECRET):
+        assert spelling not in out, (spelling, out)
+    for label in ("rev", "b64", "b64url", "hex", "HEX", "spaced", "rev split", "url", "piece 1", "piece 2"):
+        assert f"\n{label}: [REDACTED]" in "\n" + out, (label, out)
+    assert "lines:\n[REDACTED]\n" in out
+    # the od -c dump shows the value in lines of 16 characters with offsets between them: those runs go too
+    dump = out.split("dump:\n", 1)[1].split("url:", 1)[0]
+    assert dump.count("[REDACTED]") >= 1 and "p   l   a   n   t   e   d" not in dump, dump
+
+
+@pytest.mark.django_db
+def test_programs_that_can_start_others_or_print_their_environment_need_the_acknowledgement(bindir):
+    """env, a shell, python (registered as its real file), busybox, and a busybox applet under another name (a
+    hard link or a copy of busybox) are refused with a clear error; a symlinked applet is not a real file."""
+    busybox = os.path.realpath("/bin/busybox")  # Debian's busybox-static (make docker-deps installs it)
+    applet = os.path.join(bindir, "fetch-helper")
+    try:
+        os.link(busybox, applet)
+    except OSError:  # another filesystem: a byte-for-byte copy is recognised too
+        shutil.copy2(busybox, applet)
+    os.chown(applet, 0, 0)
+    python = os.path.realpath("/usr/bin/python3")  # e.g. /usr/bin/python3.11: a symlink is not registrable
+    shell = os.path.realpath("/bin/sh")
+    for path in ("/usr/bin/env", shell, python, busybox, applet):
+        with pytest.raises(ValidationError) as info:
+            cli_binary_create(actor=None, name=os.path.basename(path), path=path, env={"FAKE_TOKEN": SECRET})
+        assert info.value.code == "cli_binary_risk_not_acknowledged", path
+        assert "risk_acknowledged: true" in info.value.message and "can reveal its credentials" in info.value.message
+    assert "busybox" in str(info.value.message)
+    link = os.path.join(bindir, "sh")
+    os.symlink(busybox, link)
+    with pytest.raises(ValidationError, match="symbolic link"):
+        cli_binary_create(actor=None, name="sh", path=link)
+    assert not SecureCLIBinary.objects.exists()
+
+    agent = make_agent()
+    for path in ("/usr/bin/env", python, applet):
+        cli_binary_create(actor=None, name=os.path.basename(path), path=path, env={"FAKE_TOKEN": SECRET},
+                          risk_acknowledged=True)
+    printed = run(agent, "env", "")
+    assert not printed.is_error and "FAKE_TOKEN=[REDACTED]" in printed.for_llm and SECRET not in printed.for_llm
+    reversed_ = run(agent, os.path.basename(python), """-c "import os; print(os.environ['FAKE_TOKEN'][::-1])" """)
+    assert reversed_.for_llm.startswith("[REDACTED]\n") and SECRET[::-1] not in reversed_.for_llm, reversed_.for_llm
+
+
+@pytest.mark.django_db
+def test_a_row_saved_before_the_check_is_refused_at_call_time_until_acknowledged():
+    agent = make_agent()
+    row = cli_binary_create(actor=None, name="env", path="/usr/bin/env", env={"FAKE_TOKEN": SECRET},
+                            risk_acknowledged=True)
+    SecureCLIBinary.objects.filter(pk=row.pk).update(risk_acknowledged=False)  # as migration 0018 left old rows
+    with pytest.raises(ToolError, match="acknowledges that risk"):
+        run(agent, "env", "")
+    with pytest.raises(ValidationError, match="risk_acknowledged"):  # any other change needs the decision too
+        cli_binary_update(actor=None, binary=SecureCLIBinary.objects.get(pk=row.pk), tips="prints the env")
+    cli_binary_update(actor=None, binary=SecureCLIBinary.objects.get(pk=row.pk), risk_acknowledged=True)
+    assert "FAKE_TOKEN=[REDACTED]" in run(agent, "env", "").for_llm
+
+
+@pytest.mark.django_db
+def test_the_binary_gets_an_empty_home_of_its_own_not_the_workspace(bindir):
+    """A CLI reads its configuration from HOME (gh aliases `!sh`, aws cli aliases and credential_process, kubeconfig
+    exec plugins): a configuration the agent wrote in its workspace must not reach it."""
+    agent = make_agent()
+    workspace = ctx_for(agent).workspace.ensure()
+    os.makedirs(os.path.join(workspace, ".config", "gh"))
+    with open(os.path.join(workspace, ".config", "gh", "config.yml"), "w") as fh:
+        fh.write("aliases:\n  leak: '!env'  # planted-by-the-agent\n")
+    script = '#!/bin/sh\necho "home=$HOME"\nls -A "$HOME"\ncat "$HOME/.config/gh/config.yml" 2>/dev/null\necho end\n'
+    cli_binary_create(actor=None, name="gh", path=install(bindir, "gh", script), env={"FAKE_TOKEN": SECRET})
+    out = run(agent, "gh", "").for_llm
+    assert "planted-by-the-agent" not in out and "home=/workspace" not in out, out
+    # the run's private /tmp: nothing of the workspace (only a binary outside /usr is bound there, read-only)
+    assert out.startswith("home=/tmp\n") and ".config" not in out, out

@@ -84,14 +84,20 @@ def test_a_placeholder_for_an_undeclared_parameter_or_a_malformed_one_is_named()
     assert template_problems("a {{.x}} {{ .x }}", ONE_PARAM) == []
 
 
-@pytest.mark.parametrize("template", ["echo '{{.x}}'", 'echo "a {{.x}}"', "echo `{{.x}}`", """echo "it's" '{{.x}}'"""])
-def test_a_placeholder_inside_the_authors_quotes_is_refused(template):
-    """Quoted again by goclaw, a value like `x' ; id ; '` would close the author's quote and run as shell code."""
-    assert any("inside quotes" in p for p in template_problems(template, ONE_PARAM))
+@pytest.mark.parametrize("template, words", [
+    ("echo '{{.x}}'", "inside single quotes"), ("echo `{{.x}}`", "inside `…`"),
+    ("""echo "it's" '{{.x}}'""", "inside single quotes"), ("awk '{print \"{{.x}}\"}'", "inside single quotes"),
+])
+def test_a_placeholder_where_the_shell_expands_nothing_or_re_reads_text_is_refused(template, words):
+    """Single quotes keep a reference literal (and usually hold another language's program); backquotes re-read
+    their text: the template is refused, naming the placeholder."""
+    assert any("{{.x}}" in p and words in p for p in template_problems(template, ONE_PARAM)), \
+        template_problems(template, ONE_PARAM)
 
 
-@pytest.mark.parametrize("template", ["echo {{.x}}", """printf '%s\\0' {{.x}}""", 'echo "done:" {{.x}}', "echo \\'{{.x}}"])
-def test_a_bare_placeholder_beside_quoted_text_is_fine(template):
+@pytest.mark.parametrize("template", ["echo {{.x}}", """printf '%s\\0' {{.x}}""", 'echo "done:" {{.x}}', "echo \\'{{.x}}",
+                                      'echo "a {{.x}}"', 'grep "pattern {{.x}}" file'])
+def test_a_placeholder_bare_or_inside_the_authors_double_quotes_is_fine(template):
     assert template_problems(template, ONE_PARAM) == []
 
 
@@ -108,8 +114,9 @@ def test_a_bare_placeholder_beside_quoted_text_is_fine(template):
     ({"working_dir": "/etc"}, "working_dir", "inside the workspace"),
     ({"name": "Bad Name"}, "name", "lower-case"),
     ({"command": "echo \x00"}, "command", "NUL"),
-    ({"command": "echo '{{.x}}'"}, "command", "{{.x}} is inside quotes"),
-    ({"command": 'grep "pattern {{.x}}" file'}, "command", "{{.x}} is inside quotes"),
+    ({"command": "echo '{{.x}}'"}, "command", "{{.x}} is inside single quotes"),
+    ({"command": "cat <<EOF | sh\n{{.x}}\nEOF"}, "command", "runs its input as commands, and {{.x}} reaches"),
+    ({"command": "echo $GOCLAW_ARG_x {{.x}}"}, "command", "reserved for the variables goclaw passes"),
 ])
 def test_an_invalid_definition_is_refused_with_the_field_and_the_reason(fields, field, words):
     with pytest.raises(ValidationError) as err:

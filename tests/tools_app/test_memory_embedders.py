@@ -67,11 +67,17 @@ def openai_settings(settings, server):
     settings.MEMORY_EMBEDDINGS_URL = f"{server.url}/v1"
     settings.MEMORY_EMBEDDINGS_MODEL = "test-embed-small"
     settings.MEMORY_EMBEDDINGS_API_KEY = API_KEY
+    settings.MEMORY_EMBEDDINGS_ALLOW_PRIVATE_NETWORK = True  # the test server listens on loopback
     return settings
 
 
+def local(url: str, *args, **kwargs) -> OpenAIEmbedder:
+    """An HTTP embedder allowed to reach the loopback test server."""
+    return OpenAIEmbedder(url, *args, allow_private_network=True, **kwargs)
+
+
 def test_the_http_embedder_speaks_the_openai_protocol_to_a_real_server(server):
-    embedder = OpenAIEmbedder(f"{server.url}/v1", "test-embed-small", API_KEY, batch_size=2)
+    embedder = local(f"{server.url}/v1", "test-embed-small", API_KEY, batch_size=2)
     vectors = embedder.embed(["red apples", "green apples", "a tax form", "red apples"])
     assert [len(v) for v in vectors] == [384] * 4
     assert vectors[0] == vectors[3]
@@ -82,18 +88,36 @@ def test_the_http_embedder_speaks_the_openai_protocol_to_a_real_server(server):
 
 def test_http_embedder_failures_are_embedding_errors_that_never_show_the_key(server):
     with pytest.raises(EmbeddingError, match="HTTP 401") as info:
-        OpenAIEmbedder(f"{server.url}/v1", "m", "sk-wrong-key-abcdef0123456789").embed(["x"])
+        local(f"{server.url}/v1", "m", "sk-wrong-key-abcdef0123456789").embed(["x"])
     assert "sk-wrong" not in str(info.value)
     server.fail(True)
     with pytest.raises(EmbeddingError, match="HTTP 500"):
-        OpenAIEmbedder(f"{server.url}/v1", "m", API_KEY).embed(["x"])
+        local(f"{server.url}/v1", "m", API_KEY).embed(["x"])
     with pytest.raises(EmbeddingError, match="unreachable"):
-        OpenAIEmbedder("http://127.0.0.1:9/v1", "m", API_KEY, timeout=2).embed(["x"])
+        local("http://127.0.0.1:9/v1", "m", API_KEY, timeout=2).embed(["x"])
     # A server that ignores `dimensions` and answers another width is refused, not stored.
     server.fail(False)
     with pytest.raises(EmbeddingError, match="width 16, not 384"):
-        OpenAIEmbedder(f"{server.url}/v1", "m", API_KEY, send_dimensions=False)._vectors(
+        local(f"{server.url}/v1", "m", API_KEY, send_dimensions=False)._vectors(
             type("R", (), {"json": lambda self: {"data": [{"index": 0, "embedding": [1.0] * 16}]}})(), 1)
+
+
+def test_the_http_embedder_refuses_a_loopback_server_unless_private_networks_are_allowed(server, openai_settings):
+    """Fail closed: the default refuses the local server at dial time (nothing reaches it), naming the setting."""
+    openai_settings.MEMORY_EMBEDDINGS_ALLOW_PRIVATE_NETWORK = False
+    for url in (f"{server.url}/v1", server.url.replace("127.0.0.1", "2130706433") + "/v1"):
+        openai_settings.MEMORY_EMBEDDINGS_URL = url
+        with pytest.raises(EmbeddingError) as info:
+            get_embedder().embed(["red apples"])
+        assert "refused" in str(info.value) and "a loopback address" in str(info.value)
+        assert "GOCLAW_EMBEDDINGS_ALLOW_PRIVATE_NETWORK=true" in str(info.value) and API_KEY not in str(info.value)
+    with pytest.raises(EmbeddingError, match="cloud metadata endpoint"):
+        OpenAIEmbedder("http://169.254.169.254/v1", "m", API_KEY, allow_private_network=True).embed(["x"])
+    assert server.stats()["requests"] == 0
+
+    openai_settings.MEMORY_EMBEDDINGS_ALLOW_PRIVATE_NETWORK = True
+    assert len(get_embedder().embed(["red apples"])[0]) == 384
+    assert server.stats()["requests"] == 1
 
 
 def test_the_setting_picks_the_embedder_and_the_local_one_is_loaded_once(openai_settings):

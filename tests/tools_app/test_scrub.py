@@ -417,3 +417,46 @@ def test_command_line_passwords():
     assert s.scrub_text("mysql -u root -p$MYSQL_PWD db") == "mysql -u root -p$MYSQL_PWD db"
     assert s.scrub_text("sshpass -p 'Zq8 pL2' ssh h") == f"sshpass -p '{REDACTED}' ssh h"
     assert s.scrub_text("openssl pkcs12 -passin pass:nywQYoiFJNqV") == f"openssl pkcs12 -passin pass:{REDACTED}"
+
+
+# ---------------------------------------------------------------------------
+# P15: tokens glued to a preceding letter or digit are found wherever their
+# shape is; the token goes from its prefix on, the glued characters stay.
+# ---------------------------------------------------------------------------
+SK_PROJ = "sk-proj-Z1U9ueHK7CN1w4zPbW1GBU4ysxqN6EPgF7Co8U0ujFMiUc1F"
+GHO = "gho_dA7Eh1kjNOBxav9W8RSP4C7ZfoNhC07Zevgn"
+AKIA = "AKIA75PNR5UHQXCFPE4I"
+GLUED = [
+    ("helloa", SK_PROJ, ""), ("9", SK_PROJ, ""), ("a", GHP, ""), ("a", AKIA, ""),  # the issue's four spellings
+    ("x_y7", GHO, " tail"), ("\u00e9", GHP, ""), ("\u4e2d\u6587", AKIA, "\n"), ("\u0430", SK_PROJ, ""),
+    ("ASIA0", "ASIARB2D72DFMYM4DCXJ", ""), ("v1", "AIzaCOSVFNVsDOa2LQ8TSbzvPUVGOxsPIrzRDdF", '"}'),
+    ("https://h.example/x?t=q", "hf_Z3TaXu9etnCHOl7x4fflF5uBi0llUQgc3u", "&y=1"),
+    ('{"k": "v', "xoxb-569791719649-7148867231410-jcmifNVqSXU17q1cD7CCgpGL", '"}'),
+    ("id42", "glpat-u0UnvbcesgNHF7OO5PHW", ""), ("z", "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", ""),
+    ("pay", "sk_live_35H8yr7kuE7uyKU0riUzAJH2", ""), ("pay2", "rk_live_V2DM5om3jtZYHf7euAAMXuX6", ""),
+    ("npmrc", "npm_GL0WL67B7xrKnKcHBndmuSw24NwMc3s3k1Tx", ""), ("A", "pypi-AgEIcHlwaS5vcmcIzEx6ra4sFD6zKMhsV38Xfe4uZfHsEYDC5R2BpLbUKaCAnEMfH", ""),
+    ("x", "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", ""),
+    ("auth", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1LTQyIn0.w2ezrZCzUXXXZvfATr6xzm9hnPrQaWBBKU9aLFk61rL", ""),
+    ("tok_", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1LTQyIn0.w2ezrZCzUXXXZvfATr6xzm9hnPrQaWBBKU9aLFk61rL", ""),
+    ("key", "sk-0123456789abcdef0123456789abcdef", ""),  # DeepSeek-style: 32 lowercase hex
+]
+
+
+@pytest.mark.parametrize("before,token,after", GLUED, ids=[f"{b!r}+{t[:8]}" for b, t, _ in GLUED])
+def test_a_token_glued_to_what_precedes_it_is_redacted_and_the_glued_characters_stay(before, token, after):
+    assert Scrubber().scrub(before + token + after) == (before + REDACTED + after, 1)
+
+
+def test_a_token_glued_on_both_sides_goes_whole_where_its_format_has_no_fixed_length():
+    assert Scrubber().scrub("a" + GHP + "xyz2") == ("a" + REDACTED, 1)
+    assert Scrubber().scrub("key" + SK_PROJ + "Zz9 end") == ("key" + REDACTED + " end", 1)
+
+
+@pytest.mark.parametrize("text", [
+    "task-proj-2024-planning-notes-final", "task-3f9a2c1e-7b4d-4e8a-9c2f-1d5e6a7b8c9d",
+    "risk_test_coverage2024", "flask-sqlalchemy-2024-upgrade-guide-v3", "desk-proj-alpha-beta-gamma-delta-epsilon-2",
+    "makiavelli akiaiosfodnn7exampleab", "whisk-ai-7b-instruct-v0.2-gguf-q4-k-m2", "monkey-" + "ab12" * 8,
+    "TOBACCOAKIAXXXXXXXXXXXXXXXXXXXXXXXX", "mask_live_streaming_view", "laughs_" + "a" * 40,
+])
+def test_words_ending_with_a_token_prefix_stay(text):
+    assert Scrubber().scrub(text) == (text, 0)

@@ -7,7 +7,11 @@ On thousands of inputs generated from the corpora with mutations:
   the old module redacted (same text, same count), dynamic values included;
 * with them switched on, the result is the old redactions plus what the P7
   detectors find on their own: the additions are listed below by class,
-  each with the reason it was added.
+  each with the reason it was added;
+* P15: tokens glued to a preceding letter or digit (``aghp_…``) are found
+  too (``detectors.GLUED``): with that switched off the legacy detectors are
+  the reference again, and with it on every added span starts right after a
+  letter or digit.
 
 Delete this file with the reference once the restructure has settled.
 """
@@ -16,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -62,7 +67,15 @@ WIDENED_CLASSES: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 WIDENED = {name: cls for cls, (_, names) in WIDENED_CLASSES.items() for name in names}
-LEGACY_ENGINE = Engine([d for d in DETECTORS if d.name not in WIDENED])
+
+
+def _unglued(detectors):
+    """The detectors as the reference had them: a leading word boundary required (P15's glued tokens off)."""
+    return [replace(d, options={k: v for k, v in d.options.items() if k != "glued"}) for d in detectors]
+
+
+LEGACY_ENGINE = Engine(_unglued([d for d in DETECTORS if d.name not in WIDENED]))
+LEGACY_GLUED_ENGINE = Engine([d for d in DETECTORS if d.name not in WIDENED])
 WIDENED_ENGINE = Engine([d for d in DETECTORS if d.name in WIDENED])
 
 
@@ -196,8 +209,26 @@ def test_widening_only_adds_the_listed_detectors_redactions():
         full = _merge(_scan(text, empty))
         legacy = _scan(text, empty, LEGACY_ENGINE)
         assert _merge(legacy) == _merge(reference._scan(text, reference._Dyn(frozenset(), 6))), text
+        legacy_glued = _scan(text, empty, LEGACY_GLUED_ENGINE)
         added = _scan(text, empty, WIDENED_ENGINE)
-        assert full == _merge(legacy + added), text
+        assert full == _merge(legacy_glued + added), text
+
+
+def test_glued_tokens_only_add_spans_that_start_right_after_a_letter_or_digit():
+    """P15: the only difference the glued option makes is a token found where a letter or digit precedes it."""
+    empty = _Dyn(frozenset(), 6)
+    changed = 0
+    for text in CASES:
+        before = set(_scan(text, empty, LEGACY_ENGINE))
+        after = set(_scan(text, empty, LEGACY_GLUED_ENGINE))
+        assert before <= after, text
+        added = after - before
+        glued = {start for start, _ in added if start > 0 and text[start - 1].isalnum()}
+        for start, _ in added:
+            # a glued AWS key id also takes the secret that follows it (two spans, one match)
+            assert start in glued or any(g < start for g in glued), (text, start)
+        changed += len(glued)
+    assert changed, "no generated case has a glued token: the class is stale"
 
 
 @pytest.mark.parametrize("cls", sorted(WIDENED_CLASSES))

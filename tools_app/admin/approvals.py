@@ -7,13 +7,13 @@ import json
 from datetime import timedelta
 
 from django.contrib import admin, messages
-from django.core.exceptions import PermissionDenied
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
+from goclaw.authz import admin_permission, person_may, person_required
 from goclaw.errors import ApplicationError
 from tools_app.admin.base import CheckedForm, ServiceAdmin
 from tools_app.models import ApprovalRequest, ApprovalRule, PendingChange, ToolPermission
@@ -24,6 +24,8 @@ from tools_app.execution import pending_change_decide
 from tools_app.services.policy import SpecCheck, tool_permission_check, tool_permission_delete, tool_permission_save
 
 _PLACEHOLDER_ID = "00000000-0000-0000-0000-000000000000"
+VIEW_APPROVALS = "tools_app.view_approvalrequest"
+DECIDE_APPROVALS = "tools_app.decide_approvalrequest"
 
 
 @admin.register(ApprovalRequest)
@@ -57,15 +59,15 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
         return obj.summary.splitlines()[0][:120] if obj.summary else ""
 
     def get_urls(self):
+        queue = person_required(VIEW_APPROVALS)(self.queue_view)
+        decide = person_required(GET=(VIEW_APPROVALS,), POST=(DECIDE_APPROVALS,))(self.decide_view)
         urls = [
-            path("queue/", self.admin_site.admin_view(self.queue_view), name="tools_app_approvalrequest_queue"),
-            path("<uuid:pk>/decide/", self.admin_site.admin_view(self.decide_view), name="tools_app_approvalrequest_decide"),
+            path("queue/", self.admin_site.admin_view(queue), name="tools_app_approvalrequest_queue"),
+            path("<uuid:pk>/decide/", self.admin_site.admin_view(decide), name="tools_app_approvalrequest_decide"),
         ]
         return urls + super().get_urls()
 
     def queue_view(self, request):
-        if not self.has_view_permission(request):
-            raise PermissionDenied
         pending = list(approval_queue())
         for req in pending:
             req.arguments_json = json.dumps(req.arguments, indent=2, ensure_ascii=False, sort_keys=True)
@@ -75,7 +77,7 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
         context = {
             **self.admin_site.each_context(request), "title": "Pending approvals", "pending": pending, "opts": self.model._meta,
             "decide_url_template": reverse("admin:tools_app_approvalrequest_decide", args=[_PLACEHOLDER_ID]),
-            "placeholder_id": _PLACEHOLDER_ID, "can_decide": self.has_change_permission(request),
+            "placeholder_id": _PLACEHOLDER_ID, "can_decide": person_may(request.user, DECIDE_APPROVALS),
         }
         return TemplateResponse(request, "admin/tools_app/approval_queue.html", context)
 
@@ -85,8 +87,6 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
         queue = redirect("admin:tools_app_approvalrequest_queue")
         if request.method != "POST":
             return queue
-        if not self.has_change_permission(request):
-            raise PermissionDenied
         post = request.POST
         match = post.get("rule_match") or "exact"
         decision = post.get("decision", "")
@@ -161,7 +161,7 @@ class ApprovalRuleAdmin(admin.ModelAdmin):
         text = approval_rule_description(obj)
         return text if len(text) <= 160 else text[:160] + "…"
 
-    @admin.action(description="Revoke selected rules")
+    @admin.action(description="Revoke selected rules", permissions=["change"])
     def revoke(self, request, queryset):
         for rule in queryset:
             approval_rule_revoke(rule=rule, actor=request.user)
@@ -222,10 +222,12 @@ class PendingChangeAdmin(admin.ModelAdmin):
                 messages.warning(request, exc.message)
         self.message_user(request, ", ".join(f"{n} {k}" for k, n in results.items() if n) or "nothing to do")
 
-    @admin.action(description="Accept (apply) selected changes")
+    has_decide_permission = admin_permission("tools_app.decide_pendingchange")
+
+    @admin.action(description="Accept (apply) selected changes", permissions=["decide"])
     def accept(self, request, queryset):
         self._decide(request, queryset, True)
 
-    @admin.action(description="Reject selected changes")
+    @admin.action(description="Reject selected changes", permissions=["decide"])
     def reject(self, request, queryset):
         self._decide(request, queryset, False)

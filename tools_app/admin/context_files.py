@@ -4,19 +4,20 @@ Saves, deletes and restores go through `tools_app.services.context_files`, so ea
 """
 from __future__ import annotations
 
-import re
-
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.http import HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
-from django.utils.html import escape, format_html
+from django.utils.html import format_html
 from django.utils.http import urlencode
-from django.utils.safestring import SafeString, mark_safe
+from django.utils.safestring import mark_safe
 
+from goclaw.authz import person_may, person_required
 from goclaw.errors import ApplicationError
+from goclaw.markdown import markdown_to_html  # the preview: CommonMark without raw HTML, then sanitized
 from tools_app.admin.base import ReadOnlyAdmin, ServiceAdmin
 from tools_app.models import Agent
 from tools_app.models.context_files import BOOTSTRAP_NAME, AgentContextFile, ContextFileVersion, UserContextFile
@@ -24,103 +25,6 @@ from tools_app.selectors_context import context_file_versions
 from tools_app.services import context_files as svc
 
 PREVIEW_MAX_CHARS = svc.CONTEXT_FILE_MAX_CHARS
-
-
-# --- a small markdown renderer: everything is escaped first; only these constructs become tags ---------------------
-_INLINE_RE = re.compile(
-    r"`(?P<code>[^`\n]+)`"
-    r"|\*\*(?P<b1>[^*\n]+?)\*\*|(?<!\w)__(?P<b2>[^_\n]+?)__(?!\w)"
-    r"|\*(?P<i1>[^*\s][^*\n]*?)\*|(?<!\w)_(?P<i2>[^_\s][^_\n]*?)_(?!\w)"
-    r"|\[(?P<label>[^\]\n]+)\]\((?P<url>[^)\s]+)\)")
-_SAFE_URL_RE = re.compile(r"^(?:https?://|mailto:|#|/(?!/)|\.{0,2}/|[\w.~-]+(?:[/?#]|$))", re.IGNORECASE)
-_FENCE_RE = re.compile(r"^\s{0,3}(```|~~~)")
-_HEADING_RE = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
-_RULE_RE = re.compile(r"^\s{0,3}([-*_])(?:\s*\1){2,}\s*$")
-_BULLET_RE = re.compile(r"^\s{0,3}[-*+]\s+(.*)$")
-_ORDERED_RE = re.compile(r"^\s{0,3}\d{1,9}[.)]\s+(.*)$")
-_QUOTE_RE = re.compile(r"^\s{0,3}>\s?(.*)$")
-
-
-def _inline(text: str) -> str:
-    out, pos = [], 0
-    for m in _INLINE_RE.finditer(text):
-        out.append(escape(text[pos:m.start()]))
-        if m["code"] is not None:
-            out.append(f"<code>{escape(m['code'])}</code>")
-        elif m["b1"] is not None or m["b2"] is not None:
-            out.append(f"<strong>{_inline(m['b1'] or m['b2'])}</strong>")
-        elif m["i1"] is not None or m["i2"] is not None:
-            out.append(f"<em>{_inline(m['i1'] or m['i2'])}</em>")
-        elif _SAFE_URL_RE.match(m["url"]):
-            out.append(f'<a href="{escape(m["url"])}" rel="nofollow noopener noreferrer">{_inline(m["label"])}</a>')
-        else:  # javascript:, data: … stay text
-            out.append(escape(m.group(0)))
-        pos = m.end()
-    out.append(escape(text[pos:]))
-    return "".join(out)
-
-
-def markdown_to_html(text: str) -> SafeString:
-    """CommonMark's everyday subset (headings, paragraphs, lists, quotes, code, rules, emphasis, links) as HTML.
-    Raw HTML is shown as text and only http(s), mailto and relative links become links: safe for any content."""
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    html: list[str] = []
-    para: list[str] = []
-    items: list[str] = []
-    kind = ""
-
-    def flush() -> None:
-        nonlocal kind
-        if para:
-            html.append("<p>" + "<br>\n".join(_inline(p.strip()) for p in para) + "</p>")
-            para.clear()
-        if items:
-            html.append(f"<{kind}>" + "".join(f"<li>{_inline(item)}</li>" for item in items) + f"</{kind}>")
-            items.clear()
-        kind = ""
-
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        if fence := _FENCE_RE.match(line):
-            flush()
-            body, i = [], i + 1
-            while i < len(lines) and not lines[i].lstrip().startswith(fence.group(1)):
-                body.append(lines[i])
-                i += 1
-            html.append("<pre><code>" + escape("\n".join(body)) + "</code></pre>")
-        elif heading := _HEADING_RE.match(line):
-            flush()
-            level = len(heading.group(1))
-            html.append(f"<h{level}>{_inline(heading.group(2))}</h{level}>")
-        elif _RULE_RE.match(line):
-            flush()
-            html.append("<hr>")
-        elif (bullet := _BULLET_RE.match(line)) or (ordered := _ORDERED_RE.match(line)):
-            wanted = "ul" if bullet else "ol"
-            if para or kind != wanted:
-                flush()
-            kind = wanted
-            items.append((bullet or ordered).group(1))
-        elif _QUOTE_RE.match(line):
-            flush()
-            quoted = []
-            while i < len(lines) and (quote := _QUOTE_RE.match(lines[i])):
-                quoted.append(quote.group(1))
-                i += 1
-            html.append(f"<blockquote>{markdown_to_html(chr(10).join(quoted))}</blockquote>")
-            continue
-        elif not line.strip():
-            flush()
-        elif items and line[:1] in (" ", "\t"):
-            items[-1] += " " + line.strip()  # a continuation line of the last list item
-        else:
-            if items:
-                flush()
-            para.append(line)
-        i += 1
-    flush()
-    return mark_safe("\n".join(html))
 
 
 def diff_lines(diff: str) -> list[tuple[str, str]]:
@@ -210,6 +114,8 @@ class ContextFileAdminBase(ServiceAdmin):
 
     def history_view(self, request, object_id, extra_context=None):
         """The file's versions with their diffs (replaces the admin's log-entry history)."""
+        if not self.has_view_or_change_permission(request):
+            raise PermissionDenied  # before the lookup: whether an id exists is not for people without the permission
         obj = self.get_object(request, object_id)
         if obj is None:
             return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
@@ -224,7 +130,8 @@ class AgentContextFileAdmin(ContextFileAdminBase):
     fields = ["agent", "name", "content", "created_at", "updated_at"]
 
     def get_urls(self):
-        return [path("preview/", self.admin_site.admin_view(self.preview_view), name="tools_app_contextfile_preview"),
+        preview = person_required(POST=("tools_app.view_agentcontextfile",))(self.preview_view)
+        return [path("preview/", self.admin_site.admin_view(preview), name="tools_app_contextfile_preview"),
                 *super().get_urls()]
 
     def preview_view(self, request):
@@ -255,7 +162,7 @@ def _history_url(agent_id: int, name: str, user_id: str) -> str:
 
 def _may_restore(request, user_id: str) -> bool:
     model = "usercontextfile" if user_id else "agentcontextfile"
-    return request.user.has_perm(f"tools_app.change_{model}")
+    return person_may(request.user, f"tools_app.change_{model}")
 
 
 @admin.register(ContextFileVersion)
@@ -290,9 +197,12 @@ class ContextFileVersionAdmin(ReadOnlyAdmin):
         return super().render_change_form(request, context, add=add, change=change, form_url=form_url, obj=obj)
 
     def get_urls(self):
-        return [path("file/<int:agent_id>/<str:name>/", self.admin_site.admin_view(self.file_history_view),
+        history = person_required(GET=("tools_app.view_contextfileversion",))(self.file_history_view)
+        # Restoring is a write to the file: change_agentcontextfile or change_usercontextfile, checked per version.
+        restore = person_required(POST=("tools_app.view_contextfileversion",))(self.restore_view)
+        return [path("file/<int:agent_id>/<str:name>/", self.admin_site.admin_view(history),
                      name="tools_app_contextfileversion_file_history"),
-                path("<uuid:version_id>/restore/", self.admin_site.admin_view(self.restore_view),
+                path("<uuid:version_id>/restore/", self.admin_site.admin_view(restore),
                      name="tools_app_contextfileversion_restore"),
                 *super().get_urls()]
 

@@ -12,6 +12,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
+from goclaw.authz import person_required
 from goclaw.errors import ApplicationError
 from tools_app import pipeline
 from tools_app.admin.base import SealedEnvAdmin, SealedEnvForm
@@ -40,6 +41,8 @@ class CustomToolForm(SealedEnvForm):
                                                     else None).items():
             if field in self.fields and field not in self.errors:
                 self.add_error(field, message)
+        if "env_set" not in self.errors and (problem := svc.tool_env_problems(self.env_changes(), allow_unset=True)):
+            self.add_error("env_set", problem)
         return cleaned
 
     @property
@@ -106,7 +109,7 @@ class CustomToolAdmin(SealedEnvAdmin):
         for tool in queryset:
             svc.custom_tool_delete(actor=request.user, tool=tool)
 
-    @admin.action(description="Export selected as JSON (no env values)")
+    @admin.action(description="Export selected as JSON (no env values)", permissions=["view"])
     def export_selected(self, request, queryset):
         data = svc.custom_tool_export(ids=list(queryset.values_list("pk", flat=True)))
         response = HttpResponse(json.dumps(data, indent=2, ensure_ascii=False), content_type="application/json")
@@ -115,8 +118,12 @@ class CustomToolAdmin(SealedEnvAdmin):
 
     # --- extra pages -----------------------------------------------------------------------------------------------
     def get_urls(self):
-        return [path("import/", self.admin_site.admin_view(self.import_view), name="tools_app_customtool_import"),
-                path("<uuid:tool_id>/try/", self.admin_site.admin_view(self.try_view), name="tools_app_customtool_try"),
+        import_view = person_required("tools_app.add_customtool", "tools_app.change_customtool")(self.import_view)
+        # Trying a tool runs it as an agent (the pipeline, the audit row): the right to act as an agent.
+        try_view = person_required(GET=("tools_app.view_customtool",),
+                                   POST=("tools_app.view_customtool", "tools_app.execute_as_agent"))(self.try_view)
+        return [path("import/", self.admin_site.admin_view(import_view), name="tools_app_customtool_import"),
+                path("<uuid:tool_id>/try/", self.admin_site.admin_view(try_view), name="tools_app_customtool_try"),
                 *super().get_urls()]
 
     def _page(self, request, template: str, title: str, **context) -> TemplateResponse:
@@ -125,8 +132,6 @@ class CustomToolAdmin(SealedEnvAdmin):
 
     def import_view(self, request):
         """Paste or upload the JSON format; all or nothing, every problem listed with its position."""
-        if not self.has_add_permission(request) or not self.has_change_permission(request):
-            return HttpResponse(status=403)
         problems, text = [], ""
         if request.method == "POST":
             upload = request.FILES.get("file")
@@ -149,8 +154,6 @@ class CustomToolAdmin(SealedEnvAdmin):
     def try_view(self, request, tool_id):
         """Run the tool as a chosen agent through the normal pipeline (policy, hooks, approvals, scrubbing, audit)."""
         tool = get_object_or_404(CustomTool, pk=tool_id)
-        if not self.has_change_permission(request, tool):
-            return HttpResponse(status=403)
         agents = Agent.objects.filter(pk=tool.agent_id) if tool.agent_id else Agent.objects.filter(enabled=True)
         arguments_text = request.POST.get("arguments") or json.dumps(sample_arguments(tool.parameters), indent=2)
         chosen, outcome, problem, command = request.POST.get("agent", ""), None, "", ""

@@ -7,10 +7,10 @@ from django import forms
 from django.contrib import admin, messages
 from django.db import transaction
 from django.db.models import Count, Q
-from django.http import HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import path
 
+from goclaw.authz import person_required
 from goclaw.errors import ApplicationError
 from tools_app.admin.base import ServiceAdmin
 from tools_app.memory.search import DEFAULT_RESULTS, MAX_RESULTS, memory_search
@@ -108,7 +108,7 @@ class MemoryDocumentAdmin(ServiceAdmin):
         for document in queryset.select_related("agent"):
             svc.memory_document_delete(agent=document.agent, user_id=document.user_id, path=document.path)
 
-    @admin.action(description="Re-index selected (chunk and embed again)")
+    @admin.action(description="Re-index selected (chunk and embed again)", permissions=["change"])
     def reindex_selected(self, request, queryset):
         chunks = embedded = 0
         errors = set()
@@ -124,13 +124,12 @@ class MemoryDocumentAdmin(ServiceAdmin):
 
     # --- the search page -------------------------------------------------------------------------------------------
     def get_urls(self):
-        return [path("search/", self.admin_site.admin_view(self.search_view), name="tools_app_memorydocument_search"),
+        search = person_required("tools_app.view_memorydocument")(self.search_view)
+        return [path("search/", self.admin_site.admin_view(search), name="tools_app_memorydocument_search"),
                 *super().get_urls()]
 
     def search_view(self, request):
         """Run memory_search's hybrid search as a chosen agent and user, showing how each result scored."""
-        if not self.has_view_permission(request):
-            return HttpResponse(status=403)
         form = MemorySearchForm(request.GET or None)
         result = None
         if form.is_valid():

@@ -23,17 +23,27 @@ class NotificationChannelForm(forms.ModelForm):
                                        "Empty: keep the current one.")
     clear_secret = forms.BooleanField(required=False, label="Remove the signing secret")
     url = forms.URLField(max_length=2000, assume_scheme="https",
-                         help_text="where the POST goes (http or https); redirects are not followed")
+                         help_text="where the POST goes (http or https); redirects are not followed. Loopback, "
+                                   "private, link-local and CGNAT addresses are refused unless private networks are "
+                                   "allowed below; cloud metadata addresses always")
 
     class Meta:
         model = NotificationChannel
-        fields = ["name", "kind", "url", "enabled", "agents", "tool_names"]
+        fields = ["name", "kind", "url", "enabled", "allow_private_network", "agents", "tool_names"]
 
     def clean_url(self):
         url = self.cleaned_data["url"]
         if not url.lower().startswith(("http://", "https://")):
             raise forms.ValidationError("the webhook URL must start with http:// or https://")
         return url
+
+    def clean(self):
+        cleaned = super().clean()
+        url = cleaned.get("url")
+        if url and (problem := svc.channel_url_problem(
+                url, allow_private_network=bool(cleaned.get("allow_private_network")))):
+            self.add_error("url", f"refused: {problem}")
+        return cleaned
 
     def clean_tool_names(self):
         names = self.cleaned_data.get("tool_names") or []
@@ -51,7 +61,7 @@ class NotificationChannelAdmin(ServiceAdmin):
     filter_horizontal = ["agents"]
     readonly_fields = ["secret_status", "created_at", "updated_at"]
     fieldsets = [
-        (None, {"fields": ["name", "kind", "url", "enabled"]}),
+        (None, {"fields": ["name", "kind", "url", "enabled", "allow_private_network"]}),
         ("Which requests", {"fields": ["agents", "tool_names"]}),
         ("Signing secret (write-only)", {"fields": ["secret_status", "secret", "clear_secret"]}),
         ("Record", {"fields": ["created_at", "updated_at"]}),
@@ -86,7 +96,7 @@ class NotificationChannelAdmin(ServiceAdmin):
     def delete_with_service(self, request, queryset):
         return svc.notification_channel_delete(actor=request.user, channels=queryset)
 
-    @admin.action(description="Send a test notification")
+    @admin.action(description="Send a test notification", permissions=["change"])
     def send_test(self, request, queryset):
         for channel in queryset:
             result = svc.notification_channel_test(channel=channel)

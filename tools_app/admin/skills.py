@@ -109,12 +109,12 @@ class SkillAdmin(ServiceAdmin):
             count += 1
         return count
 
-    @admin.action(description="Enable selected skills")
+    @admin.action(description="Enable selected skills", permissions=["change"])
     def enable_selected(self, request, queryset):
         count = svc.skill_set_enabled(actor=request.user, skills=queryset, enabled=True)
         self.message_user(request, f"{count} skill(s) enabled.", messages.SUCCESS)
 
-    @admin.action(description="Disable selected skills")
+    @admin.action(description="Disable selected skills", permissions=["change"])
     def disable_selected(self, request, queryset):
         count = svc.skill_set_enabled(actor=request.user, skills=queryset, enabled=False)
         self.message_user(request, f"{count} skill(s) disabled.", messages.SUCCESS)

@@ -10,8 +10,8 @@ from rest_framework.generics import ListAPIView
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from goclaw.api import (IsStaff, StrictBooleanField, StrictCharField, StrictIntegerField, agent_of, error_responses,
-                        validated, validated_query)
+from goclaw.api import (ClosedBody, IsStaff, StrictBooleanField, StrictCharField, StrictIntegerField, agent_of,
+                        error_responses, validated, validated_query)
 from tools_app.api.serializers import EXECUTE_RESPONSES, execute_http_status
 from tools_app.choices import ApprovalDecision, ApprovalStatus, PendingChangeStatus, RuleMatch
 from tools_app.models import ApprovalRequest, PendingChange
@@ -45,7 +45,7 @@ class DecisionRequestSerializer(serializers.Serializer):
     rule = RuleRequestSerializer(required=False, help_text="allow_always only: how wide the rule is (exact by default)")
 
 
-class ExecuteApprovedSerializer(serializers.Serializer):
+class ExecuteApprovedSerializer(ClosedBody, serializers.Serializer):
     arguments = serializers.DictField(required=False, allow_null=True, default=None,
                                       help_text="the exact arguments; needed when the stored copy had values redacted")
 
@@ -96,6 +96,7 @@ def _scope(request):
 
 class ApprovalListView(ListAPIView):
     serializer_class = ApprovalSerializer
+    staff_permissions = {"GET": ("tools_app.view_approvalrequest",)}
 
     @extend_schema(parameters=[ApprovalFilterSerializer], summary="Approval requests: an agent sees its own, staff sees all")
     def get(self, request, *args, **kwargs):
@@ -107,6 +108,8 @@ class ApprovalListView(ListAPIView):
 
 
 class ApprovalDetailView(APIView):
+    staff_permissions = {"GET": ("tools_app.view_approvalrequest",)}
+
     @extend_schema(responses=ApprovalSerializer, summary="One approval request; ?wait=N long-polls up to 60 s for the decision",
                    parameters=[ApprovalWaitSerializer])
     def get(self, request, pk):
@@ -120,6 +123,7 @@ class ApprovalDetailView(APIView):
 
 class ApprovalDecisionView(APIView):
     permission_classes = [IsStaff]
+    staff_permissions = {"POST": ("tools_app.decide_approvalrequest",)}
 
     @extend_schema(request=DecisionRequestSerializer, summary="Staff decide: allow_once / allow_always / deny",
                    responses={200: ApprovalSerializer, **error_responses({
@@ -143,6 +147,8 @@ class ApprovalDecisionView(APIView):
 
 
 class ApprovalExecuteView(APIView):
+    staff_permissions = {"POST": ("tools_app.execute_as_agent",)}  # staff run the approved call as its agent
+
     @extend_schema(request=ExecuteApprovedSerializer, summary="Run the approved call, exactly once",
                    description="The normal execute result: 200 (the tool's own failure is in-band, as on execute), or "
                                "202 when the call, checked again now, must wait for a person.",
@@ -158,6 +164,8 @@ class ApprovalExecuteView(APIView):
 
 
 class ApprovalCancelView(APIView):
+    staff_permissions = {"POST": ("tools_app.decide_approvalrequest",)}
+
     @extend_schema(request=None, summary="Withdraw a pending request",
                    responses={200: ApprovalSerializer, **error_responses({409: "the request is not pending (approval_not_pending)"})})
     def post(self, request, pk):
@@ -166,6 +174,7 @@ class ApprovalCancelView(APIView):
 
 class PendingChangeListView(ListAPIView):
     serializer_class = PendingChangeSerializer
+    staff_permissions = {"GET": ("tools_app.view_pendingchange",)}
 
     @extend_schema(summary="File changes held in review/audit mode: an agent sees its own, staff sees all",
                    parameters=[PendingChangeFilterSerializer])
@@ -179,6 +188,7 @@ class PendingChangeListView(ListAPIView):
 
 class PendingChangeDecisionView(APIView):
     permission_classes = [IsStaff]
+    staff_permissions = {"POST": ("tools_app.decide_pendingchange",)}
 
     @extend_schema(request=ChangeDecisionSerializer, summary="Staff accept (apply now) or reject one held change",
                    responses={200: PendingChangeSerializer, **error_responses({

@@ -99,8 +99,10 @@ def _etag_matches(header: str, etag: str) -> bool:
 _NOT_FOUND = error_responses({404: "no such agent (or not this agent token's own), or no such file"})
 
 
+# The agent-level permissions govern the per-user files (?user_id=) of the same agent too.
 class AgentContextView(APIView):
     permission_classes = [IsAgentOrStaff]
+    staff_permissions = {"GET": ("tools_app.view_agentcontextfile",)}
 
     @extend_schema(parameters=[UserQuerySerializer],
                    responses={200: AgentContextSerializer, 304: OpenApiResponse(description="If-None-Match matched"),
@@ -121,6 +123,7 @@ class AgentContextView(APIView):
 
 class ContextFileListView(ListAPIView):
     permission_classes = [IsStaff]
+    staff_permissions = {"GET": ("tools_app.view_agentcontextfile",)}
     serializer_class = ContextFileSerializer
 
     def get_queryset(self):
@@ -134,6 +137,9 @@ class ContextFileListView(ListAPIView):
 
 class ContextFileDetailView(APIView):
     permission_classes = [IsStaff]
+    staff_permissions = {"GET": ("tools_app.view_agentcontextfile",),
+                         "PUT": ("tools_app.add_agentcontextfile", "tools_app.change_agentcontextfile"),
+                         "DELETE": ("tools_app.delete_agentcontextfile",)}
 
     @extend_schema(parameters=[UserQuerySerializer], responses={200: ContextFileSerializer, **_NOT_FOUND},
                    summary="One stored context file: agent-level, or a user's own with ?user_id= (staff)")
@@ -165,6 +171,7 @@ class ContextFileDetailView(APIView):
 
 class ContextFileVersionListView(ListAPIView):
     permission_classes = [IsStaff]
+    staff_permissions = {"GET": ("tools_app.view_contextfileversion",)}
     serializer_class = ContextFileVersionSerializer
 
     def get_queryset(self):
@@ -179,6 +186,7 @@ class ContextFileVersionListView(ListAPIView):
 
 class ContextFileRestoreView(APIView):
     permission_classes = [IsStaff]
+    staff_permissions = {"POST": ("tools_app.change_agentcontextfile",)}
 
     @extend_schema(request=None, responses={200: ContextFileChangeSerializer, **_NOT_FOUND},
                    summary="Put a context file back as it was after a version: a new write by this person (staff)")

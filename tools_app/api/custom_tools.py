@@ -86,6 +86,7 @@ WRITE_ERRORS = error_responses({400: "invalid definition (custom_tool_invalid) o
 
 class CustomToolListView(ListAPIView):
     permission_classes = [IsStaff]
+    staff_permissions = {"GET": ("tools_app.view_customtool",), "POST": ("tools_app.add_customtool",)}
     serializer_class = CustomToolSerializer
 
     def get_queryset(self):
@@ -105,6 +106,8 @@ class CustomToolListView(ListAPIView):
 
 class CustomToolDetailView(APIView):
     permission_classes = [IsStaff]
+    staff_permissions = {"GET": ("tools_app.view_customtool",), "PUT": ("tools_app.change_customtool",),
+                         "PATCH": ("tools_app.change_customtool",), "DELETE": ("tools_app.delete_customtool",)}
 
     @extend_schema(responses={200: CustomToolSerializer, **error_responses({404: "no such custom tool"})},
                    summary="One custom tool (staff)")
@@ -138,6 +141,7 @@ class CustomToolDetailView(APIView):
 
 class CustomToolImportView(APIView):
     permission_classes = [IsStaff]
+    staff_permissions = {"POST": ("tools_app.add_customtool", "tools_app.change_customtool")}  # creates or updates
 
     @extend_schema(request=OpenApiTypes.ANY,
                    responses={200: ImportReportSerializer, **error_responses({
@@ -150,6 +154,7 @@ class CustomToolImportView(APIView):
 
 class CustomToolExportView(APIView):
     permission_classes = [IsStaff]
+    staff_permissions = {"GET": ("tools_app.view_customtool",)}
 
     @extend_schema(parameters=[ExportFilterSerializer], responses={200: OpenApiTypes.ANY, **error_responses({
         404: "no agent has this key"})}, summary="Export custom tools in the import format, never env values (staff)")

@@ -12,8 +12,8 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from goclaw.api import (IsAgentOrStaff, StrictCharField, StrictIntegerField, agent_of, error_responses, validated,
-                        validated_query)
+from goclaw.api import (ClosedBody, IsAgentOrStaff, StrictCharField, StrictIntegerField, agent_of, error_responses,
+                        validated, validated_query)
 from goclaw.errors import NotFound, PermissionDenied
 from tools_app.memory.search import MAX_QUERY_CHARS, MAX_RESULTS, memory_search
 from tools_app.models import Agent
@@ -43,11 +43,11 @@ class DocumentSerializer(DocumentSummarySerializer):
     embedding_error = serializers.CharField(required=False, help_text="on a write: why its chunks have no vector yet")
 
 
-class DocumentWriteSerializer(serializers.Serializer):
+class DocumentWriteSerializer(ClosedBody, serializers.Serializer):
     content = StrictCharField(allow_blank=True)
 
 
-class SearchRequestSerializer(serializers.Serializer):
+class SearchRequestSerializer(ClosedBody, serializers.Serializer):
     query = StrictCharField(max_length=MAX_QUERY_CHARS)
     max_results = StrictIntegerField(required=False, min_value=1, max_value=MAX_RESULTS)
     path_prefix = StrictCharField(required=False, allow_blank=True, max_length=MEMORY_PATH_MAX)
@@ -103,6 +103,7 @@ NOT_YOURS = error_responses({403: "an agent token for another agent (memory_not_
 
 class MemoryListView(APIView):
     permission_classes = [IsAgentOrStaff]
+    staff_permissions = {"GET": ("tools_app.view_memorydocument",)}
 
     @extend_schema(parameters=[UserQuerySerializer], responses={200: DocumentSummarySerializer(many=True), **NOT_YOURS},
                    summary="The memory documents a user sees: their own and the shared ones (staff, the agent)")
@@ -117,6 +118,9 @@ class MemoryListView(APIView):
 
 class MemoryDocumentView(APIView):
     permission_classes = [IsAgentOrStaff]
+    staff_permissions = {"GET": ("tools_app.view_memorydocument",),
+                         "PUT": ("tools_app.add_memorydocument", "tools_app.change_memorydocument"),
+                         "DELETE": ("tools_app.delete_memorydocument",)}
 
     @extend_schema(parameters=[UserQuerySerializer], responses={200: DocumentSerializer, **NOT_YOURS, **error_responses({
         404: "no such agent, or no document at this path for the user nor shared (memory_document_not_found)",
@@ -156,6 +160,7 @@ class MemoryDocumentView(APIView):
 
 class MemorySearchView(APIView):
     permission_classes = [IsAgentOrStaff]
+    staff_permissions = {"POST": ("tools_app.view_memorydocument",)}  # a read: the search changes nothing
 
     @extend_schema(request=SearchRequestSerializer, responses={200: SearchResponseSerializer, **NOT_YOURS},
                    summary="Hybrid memory search for a user, as the memory_search tool (staff, the agent)")

@@ -5,7 +5,7 @@ from django.core.exceptions import ImproperlyConfigured
 from drf_spectacular.utils import OpenApiResponse, extend_schema_field
 from rest_framework import serializers
 
-from goclaw.api import StrictCharField, StrictIntegerField
+from goclaw.api import ClosedBody, StrictCharField, StrictIntegerField, unknown_fields
 from goclaw.db import pg_text
 from goclaw.errors import ValidationError
 
@@ -248,13 +248,24 @@ EXECUTE_REQUEST_FIELDS: dict[str, BodyField] = {
 }
 
 
+def unknown_execute_field(name: str) -> str:
+    """What to tell a caller who sent `name` at the top level of an execute body: most often a call-context field
+    that belongs inside `context` (a user id sent there would otherwise be dropped, and the call go unattributed)."""
+    shown = name[:100]
+    if name in CALL_CONTEXT_FIELDS:
+        return f'unknown field {shown!r}: call-context fields go inside "context": {{"{shown}": …}}'
+    if name == "request_id":
+        return "unknown field 'request_id': the request id is the X-Request-Id header"
+    return f"unknown field {shown!r}: the body takes {', '.join(EXECUTE_REQUEST_FIELDS)}"
+
+
 def parse_execute_request(data) -> dict:
     """Validate an execute body against EXECUTE_REQUEST_FIELDS: {"tool", "arguments", "context" (a CallContext
-    without request_id), "agent", "wait_seconds"}. Errors use DRF's {field: [messages]} shape; unknown top-level
-    keys are ignored, unknown context keys are rejected."""
+    without request_id), "agent", "wait_seconds"}. Errors use DRF's {field: [messages]} shape; an unknown key, at
+    the top level or in `context`, is an error naming it (never dropped)."""
     if not isinstance(data, dict):
         raise ValidationError("invalid request", code="invalid_request", details={"non_field_errors": ["expected a JSON object"]})
-    parsed, errors = {}, {}
+    parsed, errors, present = {}, {}, 0
     for name, field in EXECUTE_REQUEST_FIELDS.items():
         if name not in data:
             if field.required:
@@ -262,19 +273,26 @@ def parse_execute_request(data) -> dict:
             else:
                 parsed[name] = field.default()
             continue
+        present += 1
         try:
             parsed[name] = field.parse(data[name])
         except _Invalid as exc:
             errors[name] = exc.detail
+    message = "invalid request"
+    if present != len(data):  # the usual body has only known keys: this costs one comparison
+        unknown = {name[:100]: unknown_execute_field(name) for name in unknown_fields(data, EXECUTE_REQUEST_FIELDS)}
+        errors.update({name: [text] for name, text in unknown.items()})
+        texts = list(unknown.values())
+        message = texts[0] if len(texts) == 1 else f"{len(texts)} unknown fields: " + "; ".join(texts[:5])
     if errors:
-        raise ValidationError("invalid request", code="invalid_request", details=errors)
+        raise ValidationError(message, code="invalid_request", details=errors)
     return parsed
 
 
 def _documented(name: str, doc: str, fields: dict[str, BodyField], parse: Callable[[Any], dict]) -> type[serializers.Serializer]:
     """A serializer that documents `fields` with their own schemas and validates through `parse`, so the
     OpenAPI schema and the accepted input cannot drift apart."""
-    attrs: dict[str, Any] = {"__doc__": doc, "__module__": __name__}
+    attrs: dict[str, Any] = {"__doc__": doc, "__module__": __name__, "closed_body": True}  # additionalProperties: false
     for field_name, field in fields.items():
         documented = extend_schema_field(field.schema)(type(f"{name}_{field_name}", (serializers.JSONField,), {}))
         attrs[field_name] = documented(required=field.required)
@@ -340,7 +358,7 @@ def execute_http_status(outcome) -> int:
     return 202 if outcome.status == InvocationStatus.PENDING_APPROVAL else 200
 
 
-class CheckCommandRequestSerializer(serializers.Serializer):
+class CheckCommandRequestSerializer(ClosedBody, serializers.Serializer):
     command = StrictCharField(max_length=100_000)
 
 
@@ -350,7 +368,7 @@ class CheckCommandResponseSerializer(serializers.Serializer):
     reasons = serializers.ListField(child=serializers.CharField())
 
 
-class ScrubRequestSerializer(serializers.Serializer):
+class ScrubRequestSerializer(ClosedBody, serializers.Serializer):
     text = StrictCharField(allow_blank=True, max_length=5_000_000)
 
 

@@ -87,6 +87,7 @@ def _skill_for(request, slug: str) -> Skill:
 
 class SkillListView(ListAPIView):
     permission_classes = [IsAgentOrStaff]
+    staff_permissions = {"GET": ("tools_app.view_skill",)}
     serializer_class = SkillSerializer
 
     def get_queryset(self):
@@ -109,6 +110,9 @@ AMBIGUOUS = error_responses({409: "several scopes have this slug and none was na
 
 
 class SkillDetailView(APIView):
+    staff_permissions = {"GET": ("tools_app.view_skill",), "PATCH": ("tools_app.change_skill",),
+                         "DELETE": ("tools_app.delete_skill",)}
+
     def get_permissions(self):
         method = getattr(getattr(self, "request", None), "method", "GET")
         return [IsAgentOrStaff()] if method in ("GET", "HEAD", "OPTIONS") else [IsStaff()]

@@ -26,7 +26,9 @@ from tools_app.selectors import (
     tool_catalog_explain,
     tool_catalog_for_agent,
 )
+from tools_app.selectors_audit import invocation_payloads_masked, payloads_visible
 from tools_app.services.agents import agent_get_by_key
+from tools_app.services.audit import audit_payload_viewed
 
 
 def _acting_agent(request, key: str | None):
@@ -61,6 +63,8 @@ _AGENT_ERRORS = {403: "an agent token named another agent", 404: "no agent with 
 
 
 class ToolCatalogView(APIView):
+    staff_permissions = {"GET": ("tools_app.view_agent", "tools_app.view_toolpolicy")}
+
     @extend_schema(parameters=[s.CatalogQuerySerializer], summary="The tools this agent may call, sorted by name",
                    responses={200: s.ToolCatalogSerializer, **error_responses(
                        {400: "an invalid query parameter, or a staff request without ?agent= (agent_required)", **_AGENT_ERRORS})})
@@ -72,6 +76,7 @@ class ToolCatalogView(APIView):
 
 class ToolExplainView(APIView):
     permission_classes = [IsStaff]
+    staff_permissions = {"GET": ("tools_app.view_agent", "tools_app.view_toolpolicy")}
 
     @extend_schema(parameters=[s.ExplainQuerySerializer], summary="Why each tool is or is not in an agent's catalog (staff)",
                    responses={200: s.ExplainSerializer, **error_responses({404: _AGENT_ERRORS[404]})})
@@ -82,6 +87,8 @@ class ToolExplainView(APIView):
 
 
 class ToolExecuteView(APIView):
+    staff_permissions = {"POST": ("tools_app.execute_as_agent",)}  # staff run a tool as the agent they name
+
     @extend_schema(request=s.ExecuteRequestSerializer,
                    responses={**s.EXECUTE_RESPONSES,
                               **error_responses({400: "malformed JSON or invalid fields, or a staff request without `agent` "
@@ -99,6 +106,8 @@ class ToolExecuteView(APIView):
 
 
 class CheckCommandView(APIView):
+    staff_permissions = {"POST": ("tools_app.view_toolpolicy",)}
+
     @extend_schema(request=s.CheckCommandRequestSerializer, responses=s.CheckCommandResponseSerializer,
                    summary="The shell safety check exec applies, without running anything")
     def post(self, request):
@@ -111,6 +120,7 @@ class CheckCommandView(APIView):
 
 class ScrubView(APIView):
     permission_classes = [IsStaff]
+    staff_permissions = {"POST": ("tools_app.view_toolpolicy",)}
 
     @extend_schema(request=s.ScrubRequestSerializer, responses=s.ScrubResponseSerializer,
                    summary="Redact credentials from text (staff only)")
@@ -120,10 +130,27 @@ class ScrubView(APIView):
         return Response({"text": text, "redactions": count})
 
 
+def _payloads_for_person(request, rows: list[dict], target: str) -> list[dict]:
+    """Audit rows as this caller may see them: an agent its own as stored; a person with view_payload as stored,
+    the read recorded; any other person with the payloads masked (tools_app.selectors_audit)."""
+    if agent_of(request) is not None:
+        return rows
+    if payloads_visible(request.user):
+        audit_payload_viewed(person=request.user, invocation_ids=[row["id"] for row in rows], where="api", target=target)
+        return rows
+    return [invocation_payloads_masked(row) for row in rows]
+
+
+_PAYLOADS = ("Staff without tools_app.view_payload see `arguments`, `error` and `observe_reasons` masked (each "
+             "string cut to a short preview); with it they see them as stored, and the read is recorded.")
+
+
 class InvocationListView(ListAPIView):
     serializer_class = s.InvocationSerializer
+    staff_permissions = {"GET": ("tools_app.view_toolinvocation",)}
 
-    @extend_schema(parameters=[s.InvocationFilterSerializer], summary="Audit rows: an agent sees its own, staff sees all")
+    @extend_schema(parameters=[s.InvocationFilterSerializer], summary="Audit rows: an agent sees its own, staff sees all",
+                   description=_PAYLOADS)
     def get(self, request, *args, **kwargs):
         self.filters = validated_query(s.InvocationFilterSerializer, request)
         return super().get(request, *args, **kwargs)
@@ -131,14 +158,24 @@ class InvocationListView(ListAPIView):
     def get_queryset(self):
         return invocation_list_for(agent=agent_of(self.request), filters=self.filters)
 
+    def list(self, request, *args, **kwargs):
+        page = self.paginate_queryset(self.get_queryset())
+        rows = _payloads_for_person(request, self.get_serializer(page, many=True).data, "list")
+        return self.get_paginated_response(rows)
+
 
 class InvocationDetailView(RetrieveAPIView):
     serializer_class = s.InvocationSerializer
     lookup_field = "pk"
+    staff_permissions = {"GET": ("tools_app.view_toolinvocation",)}
 
-    @extend_schema(summary="One audit row (an agent sees only its own)")
+    @extend_schema(summary="One audit row (an agent sees only its own)", description=_PAYLOADS)
     def get(self, request, *args, **kwargs):
         return super().get(request, *args, **kwargs)
 
     def get_queryset(self):
         return invocation_list_for(agent=agent_of(self.request), filters={})
+
+    def retrieve(self, request, *args, **kwargs):
+        row = self.get_serializer(self.get_object()).data
+        return Response(_payloads_for_person(request, [row], str(row["id"]))[0])

@@ -8,17 +8,22 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import shlex
-from collections.abc import Iterable
+import shutil
+import tempfile
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from goclaw import crypto
-from sandbox_app.services import SandboxError, safe_child_env, sandbox_exec
+from sandbox_app.services import SandboxError, resolve_backend, safe_child_env, sandbox_exec
 from tools_app.base import Tool, ToolContext, ToolError, ToolResult
-from tools_app.builtin.custom import injected_secrets, scrubbed_result
+from tools_app.builtin.custom import injected_secrets
 from tools_app.builtin.runtime import DEFAULT_GRACE, OUTER_TIMEOUT_SLACK, format_exec_result, sandbox_limits
 from tools_app.sandboxing import sandbox_for_call
+from tools_app.security.scrub.transforms import scrub_known_values
 from tools_app.services.cli_binaries import TOOL_NAME
 from tools_app.toolsets import ToolSource
 from tools_app.workspace import workspace_required
@@ -32,6 +37,10 @@ _ALWAYS_REFUSED = {"\n": "a newline", "\r": "a carriage return", "\x00": "a NUL 
                    "$(": "$( … )"}
 # Directories every sandbox backend shows at the same path; a binary elsewhere is bound read-only for the call.
 _SYSTEM_PREFIXES = ("/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/")
+# HOME of a credentialed binary under bubblewrap and docker: the run's own private /tmp, empty at every call. Not the
+# workspace: there the agent could write the CLI's configuration (gh aliases `!sh`, aws cli aliases and
+# credential_process, kubeconfig exec plugins), which would run its own commands with the credentials.
+_ISOLATED_HOME = "/tmp"
 
 
 class ShellOperatorError(ToolError):
@@ -99,6 +108,7 @@ class CredentialedExecTool(Tool):
             cli_binary_denied,
             cli_binary_env,
             cli_binary_path_problem,
+            cli_binary_risk_problem,
         )
 
         row = self._row(args.get("binary"))
@@ -109,6 +119,12 @@ class CredentialedExecTool(Tool):
         if problem := cli_binary_path_problem(row.path, workspaces=[workspace], all_agents=False):
             logger.warning("credentialed binary %s (id %s) refused at call time: %s", row.name, row.pk, problem)
             raise ToolError(f"binary {row.name} failed its path check ({problem}); ask an operator to fix it")
+        if cli_binary_risk_problem(row.path, row.risk_acknowledged):
+            # a row saved before the check existed, or a file replaced by another program since it was saved
+            logger.warning("credentialed binary %s (id %s) refused at call time: it can reveal its credentials and "
+                           "the risk is not acknowledged", row.name, row.pk)
+            raise ToolError(f"binary {row.name} can start other programs or print its environment, so it could reveal "
+                            "its credentials; it runs only once an operator acknowledges that risk on it")
         try:
             env = cli_binary_env(row)
         except crypto.DecryptionError:
@@ -119,17 +135,51 @@ class CredentialedExecTool(Tool):
         if not row.path.startswith(_SYSTEM_PREFIXES):
             spec = dataclasses.replace(spec, ro_binds=tuple(spec.ro_binds) + (row.path,))
         limits = sandbox_limits(ctx, sandbox, tool_name=TOOL_NAME, timeout=row.timeout_seconds)
-        with injected_secrets(env.values()) as secrets:
+        with injected_secrets(env.values()) as secrets, _private_home(spec) as home:
+            child_env = safe_child_env(env)
+            child_env["HOME"] = home
             try:
                 result = sandbox_exec(argv=[row.path, *argv], workspace=workspace, cwd=workspace,
-                                      env=safe_child_env(env), limits=limits, spec=spec, cancel=ctx.cancel)
+                                      env=child_env, limits=limits, spec=spec, cancel=ctx.cancel)
             except SandboxError as exc:
-                return scrubbed_result(ToolResult(for_llm=f"command not run: {exc}", is_error=True,
-                                                  sandbox=sandbox.audit(spec.backend)), secrets)
+                return _scrubbed(ToolResult(for_llm=f"command not run: {exc}", is_error=True,
+                                            sandbox=sandbox.audit(spec.backend)), secrets)
             text = format_exec_result(result, limits)
-            return scrubbed_result(
+            return _scrubbed(
                 ToolResult(for_llm=text, is_error=result.timed_out or result.cancelled or result.exit_code != 0,
                            sandbox=sandbox.audit(result.backend)), secrets)
+
+
+@contextmanager
+def _private_home(spec) -> Iterator[str]:
+    """An empty HOME only this run sees: the isolated backends' private /tmp, else (the host backend, sandbox off) a
+    new directory the sandbox user cannot write to, removed afterwards."""
+    try:
+        isolated = resolve_backend(spec) in ("bubblewrap", "docker")
+    except SandboxError:
+        isolated = False  # sandbox_exec will say why it cannot run
+    if isolated:
+        yield _ISOLATED_HOME
+        return
+    home = tempfile.mkdtemp(prefix="goclaw-cli-home-")
+    os.chmod(home, 0o555)
+    try:
+        yield home
+    finally:
+        os.chmod(home, 0o700)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _scrubbed(result: ToolResult, secrets: list[str]) -> ToolResult:
+    """The injected values out of the output: verbatim whatever their length (also JSON-escaped), and, for values of
+    8 or more letters and digits, their common transformations (reversed, base64, hex, split by separators, dumps;
+    tools_app/security/scrub/transforms.py)."""
+    if not secrets:
+        return result
+    result.for_llm = scrub_known_values(result.for_llm, secrets)[0]
+    if result.for_user:
+        result.for_user = scrub_known_values(result.for_user, secrets)[0]
+    return result
 
 
 def tool_for_binaries(rows: list) -> CredentialedExecTool:

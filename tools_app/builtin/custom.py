@@ -17,7 +17,7 @@ from goclaw import crypto
 from tools_app.base import Tool, ToolContext, ToolError, ToolResult
 from tools_app.builtin.runtime import (DEFAULT_GRACE, MAX_COMMAND_CHARS, OUTER_TIMEOUT_SLACK, run_shell_command,
                                       sandbox_limits)
-from tools_app.custom_tools import TemplateError, env_seal_context, render_command
+from tools_app.custom_tools import TemplateError, compile_template, env_seal_context
 from tools_app.sandboxing import sandbox_for_call
 from tools_app.security.shell_check import extract_simple_commands
 from tools_app.toolsets import ToolSource
@@ -52,8 +52,9 @@ def _scrub_values_remove(values: list[str]) -> None:
 
 
 class CustomCommandTool(Tool):
-    """A `CustomTool` row as a tool: renders its template with the call's arguments and runs it the way `exec`
-    runs a command (same sandbox, limits, kill and output handling), with the row's decrypted env added."""
+    """A `CustomTool` row as a tool: runs its compiled template the way `exec` runs a command (same sandbox, limits,
+    kill and output handling), with the row's decrypted env and the call's arguments as environment variables (the
+    script only references them: a value is never part of the shell text)."""
 
     read_only = False
     starts_processes = True
@@ -65,9 +66,10 @@ class CustomCommandTool(Tool):
         self.working_dir, self.env_sealed = working_dir, env_sealed
 
     def command_for(self, args: dict[str, Any]) -> str | None:
-        """The rendered command: the shell safety check, approvals and the audit all see exactly what runs."""
+        """The command with the arguments written in, quoted for their place: what the shell safety check, approvals
+        and the audit judge (it means what the script does with the values in its environment)."""
         try:
-            return render_command(self.template, args if isinstance(args, dict) else {})
+            return compile_template(self.template).render(args if isinstance(args, dict) else {})
         except TemplateError:
             return None  # run() refuses the call with the reason
 
@@ -104,7 +106,13 @@ class CustomCommandTool(Tool):
 
     def run(self, ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         try:
-            command = render_command(self.template, args)
+            compiled = compile_template(self.template)
+        except TemplateError as exc:  # saved before the check existed, or written behind the service's back
+            raise ToolError(f"custom tool {self.name} cannot run: its command template is refused ({exc}); an "
+                            "operator must correct it") from None
+        try:
+            command = compiled.render(args)
+            arguments = compiled.environment(args)
         except TemplateError as exc:
             raise ToolError(str(exc)) from None
         if not command.strip():
@@ -113,8 +121,11 @@ class CustomCommandTool(Tool):
             raise ToolError(f"the arguments make the command longer than {MAX_COMMAND_CHARS} characters")
         env = self._env()
         with injected_secrets(env.values()) as secrets:
-            result = run_shell_command(ctx, command, tool_name=self.name, working_dir=self.working_dir or None,
-                                       limits_for=lambda sandbox: self._limits(ctx, sandbox), env=env)
+            # The arguments go last: the tool's own env cannot use their names (refused at save time) or shadow them.
+            result = run_shell_command(ctx, compiled.script, tool_name=self.name,
+                                       working_dir=self.working_dir or None,
+                                       limits_for=lambda sandbox: self._limits(ctx, sandbox),
+                                       env={**env, **arguments}, judged=command)
             return scrubbed_result(result, secrets)
 
 

@@ -115,10 +115,11 @@ def sandbox_limits(ctx: ToolContext, sandbox: CallSandbox, *, tool_name: str, ti
 
 def run_shell_command(ctx: ToolContext, command: str, *, tool_name: str, working_dir: str | None,
                       limits_for: Callable[[CallSandbox], ExecLimits],
-                      env: dict[str, str] | None = None) -> ToolResult:
+                      env: dict[str, str] | None = None, judged: str | None = None) -> ToolResult:
     """Run `command` with /bin/sh -c in the agent's sandbox, the way `exec` does: the shell safety check again
-    (defence in depth: the pipeline's security hook ran it on `command_for`), `working_dir` resolved through the
-    Workspace, a minimal environment (`safe_child_env`, plus the trusted `env`: a custom tool's decrypted values),
+    (defence in depth: the pipeline's security hook ran it on `command_for`; `judged` is the text it judges when the
+    command takes its values from `env`, as a custom tool's does), `working_dir` resolved through the Workspace, a
+    minimal environment (`safe_child_env`, plus the trusted `env`: a custom tool's decrypted values and arguments),
     the profile's limits, process-group kill on timeout or cancel, and the formatted, audited result."""
     try:
         from tools_app.security.shell_check import check_command
@@ -126,7 +127,7 @@ def run_shell_command(ctx: ToolContext, command: str, *, tool_name: str, working
         logger.error("%s refused: tools_app.security.shell_check is unavailable", tool_name)
         return ToolResult.error("command refused: the shell safety checker is unavailable")
     disabled = frozenset(ctx.settings.get("shell_disabled_rule_groups", ()) or ())
-    verdict = check_command(command, disabled_groups=disabled)
+    verdict = check_command(command if judged is None else judged, disabled_groups=disabled)
     if verdict.verdict != "allow":
         return ToolResult.error("command denied by safety policy: " + "; ".join(verdict.reasons))
     if verdict.observe:

@@ -122,13 +122,16 @@ class LocalEmbedder(Embedder):
 
 
 # --- OpenAI-compatible HTTP ---------------------------------------------------------------------------------------
+PRIVATE_NETWORK_HINT = "set GOCLAW_EMBEDDINGS_ALLOW_PRIVATE_NETWORK=true to reach it"
+
+
 class OpenAIEmbedder(Embedder):
     """POSTs `{"model", "input": [...], "dimensions"}` to `<base_url>/embeddings` with a Bearer key and reads
     `data[i].embedding`. Every failure (connection, status, shape, width) is an EmbeddingError; the key never
     appears in one."""
 
     def __init__(self, base_url: str, model: str, api_key: str = "", timeout: float = 30.0, batch_size: int = 64,
-                 send_dimensions: bool = True) -> None:
+                 send_dimensions: bool = True, allow_private_network: bool = False) -> None:
         if not base_url:
             raise EmbeddingError("GOCLAW_EMBEDDINGS_URL is not set")
         self.base_url = base_url.rstrip("/")
@@ -137,16 +140,22 @@ class OpenAIEmbedder(Embedder):
         self.timeout = timeout
         self.batch_size = batch_size
         self.send_dimensions = send_dimensions
+        self.allow_private_network = allow_private_network
         self.model_id = f"openai:{model}"
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        import httpx
+        """Through the outbound guard: a loopback / private address is refused at dial time unless
+        GOCLAW_EMBEDDINGS_ALLOW_PRIVATE_NETWORK is on (a metadata address always); no redirects, no env proxy."""
+        import httpx2
 
+        from goclaw import outbound
+
+        target = outbound.Target(allow_private=self.allow_private_network, hint=PRIVATE_NETWORK_HINT)
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         out: list[list[float]] = []
-        with httpx.Client(timeout=self.timeout, trust_env=False, follow_redirects=False) as client:
+        with outbound.client(target, timeout=self.timeout, follow_redirects=False) as client:
             for start in range(0, len(texts), self.batch_size):
                 batch = list(texts[start:start + self.batch_size])
                 body: dict[str, Any] = {"model": self.model, "input": batch, "encoding_format": "float"}
@@ -154,7 +163,9 @@ class OpenAIEmbedder(Embedder):
                     body["dimensions"] = self.dimensions
                 try:
                     response = client.post(f"{self.base_url}/embeddings", json=body, headers=headers)
-                except httpx.HTTPError as exc:
+                except httpx2.HTTPError as exc:
+                    if (refused := outbound.refusal_of(exc)) is not None:
+                        raise EmbeddingError(f"embeddings request {refused}") from None
                     raise EmbeddingError(f"embeddings server unreachable: {type(exc).__name__}") from None
                 if response.status_code != 200:
                     raise EmbeddingError(f"embeddings server answered HTTP {response.status_code}")
@@ -198,7 +209,8 @@ def embedder_settings() -> tuple:
             getattr(settings, "MEMORY_EMBEDDINGS_MODEL", "text-embedding-3-small"),
             getattr(settings, "MEMORY_EMBEDDINGS_API_KEY", ""),
             float(getattr(settings, "MEMORY_EMBEDDINGS_TIMEOUT", 30)),
-            bool(getattr(settings, "MEMORY_EMBEDDINGS_SEND_DIMENSIONS", True)))
+            bool(getattr(settings, "MEMORY_EMBEDDINGS_SEND_DIMENSIONS", True)),
+            bool(getattr(settings, "MEMORY_EMBEDDINGS_ALLOW_PRIVATE_NETWORK", False)))
 
 
 def get_embedder() -> Embedder:
@@ -210,9 +222,10 @@ def get_embedder() -> Embedder:
         return cached[1]
     with _lock:
         if _cached is None or _cached[0] != key:
-            kind, url, model, api_key, timeout, send_dimensions = key
+            kind, url, model, api_key, timeout, send_dimensions, allow_private = key
             if kind == "openai":
-                instance: Embedder = OpenAIEmbedder(url, model, api_key, timeout, send_dimensions=send_dimensions)
+                instance: Embedder = OpenAIEmbedder(url, model, api_key, timeout, send_dimensions=send_dimensions,
+                                                    allow_private_network=allow_private)
             elif kind == "local":
                 instance = local_embedder()
             else:

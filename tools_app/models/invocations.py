@@ -9,6 +9,7 @@ from django.db.models import Q, TextField
 from django.db.models.functions import Cast, Left
 from django.utils import timezone
 
+from goclaw.models import ChainedRecord
 from tools_app.choices import InvocationStatus
 
 
@@ -24,8 +25,9 @@ def invocation_search_document() -> SearchVector:
                         config="simple")
 
 
-class ToolInvocation(models.Model):
-    """Audit row for one pass through the pipeline, whatever its outcome. Arguments are stored scrubbed."""
+class ToolInvocation(ChainedRecord):
+    """Audit row for one pass through the pipeline, whatever its outcome. Arguments are stored scrubbed. Append-only
+    and chained (docs/audit-integrity.md)."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     # Audit history outlives agents: keyed by the agent's key, deliberately not a foreign key.
@@ -76,15 +78,16 @@ class ToolInvocation(models.Model):
         return f"{self.agent_key}:{self.tool_name} {self.status}"
 
 
-class StoredToolOutput(models.Model):
-    """The full (scrubbed) output of a call that exceeded the output budget; read back with tool_output_get."""
+class StoredToolOutput(ChainedRecord):
+    """The full (scrubbed) output of a call that exceeded the output budget; read back with tool_output_get.
+    Append-only and chained like the audit rows."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     agent_key = models.CharField(max_length=64, db_index=True)
     user_id = models.CharField(max_length=255, blank=True)
     tool_name = models.CharField(max_length=128)
     content = models.TextField()
-    created_at = models.DateTimeField(default=timezone.now)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
 
     def __str__(self) -> str:
         return f"output {self.id} of {self.tool_name}"
@@ -102,7 +105,7 @@ class RateLimitBucket(models.Model):
         return self.key
 
 
-class AuditEvent(models.Model):
+class AuditEvent(ChainedRecord):
     """An append-only record of something people or goclaw did to governed state that the invocation rows do not
     show: an approval or held change decided, audit payloads read or exported, a retention purge. `actor` is
     "staff:<username>", "agent:<key>" or "system"; `details` is scrubbed like an invocation's arguments."""

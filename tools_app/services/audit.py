@@ -10,10 +10,12 @@ from typing import Any, Iterable, Iterator
 
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from goclaw.audit_trail import audit_purge_batch, purgeable_models
+from goclaw.db import FastInsert, pg_json
+from tools_app.labels import label
 from tools_app.models import AuditEvent, StoredToolOutput, ToolInvocation
 from tools_app.security.scrub import default_scrubber
 
@@ -23,63 +25,59 @@ PURGE_BATCH = 5000
 
 
 # --- audit events ------------------------------------------------------------------------------------------
+_insert_event = FastInsert(AuditEvent)
+
+
+def audit_actor(actor: Any) -> str:
+    """How an audit event names who acted: "staff:<username>" for a person, "agent:<key>" for an agent, else "system"."""
+    if getattr(actor, "get_username", None):
+        return f"staff:{actor.get_username()}"
+    if getattr(actor, "key", None):
+        return f"agent:{actor.key}"
+    return "system"
+
+
 def audit_event_record(*, kind: str, actor: str = "", target: str = "", details: dict[str, Any] | None = None) -> str:
     """Append one AuditEvent (append-only; docs/audit-integrity.md) and return its id. Written in the caller's
     transaction when there is one, so a decision and its record commit together."""
-    from goclaw.db import pg_json
-    from tools_app.labels import label
-
-    event = AuditEvent.objects.create(kind=label(kind, 64), actor=label(actor, 160), target=label(target, 255),
-                                      details=pg_json(default_scrubber.scrub_data(details or {})[0]))
-    return str(event.id)
+    return str(_insert_event(kind=label(kind, 64), actor=label(actor, 160), target=label(target, 255),
+                             details=pg_json(default_scrubber.scrub_data(details or {})[0])))
 
 
 # --- retention ---------------------------------------------------------------------------------------------
 def audit_purge_expired(*, retention_days: int | None = None, dry_run: bool = False, batch_size: int = PURGE_BATCH,
                         now: datetime | None = None) -> dict[str, Any]:
-    """Delete audit rows older than the retention (GOCLAW_AUDIT_RETENTION_DAYS; 0 keeps them forever) and the
-    stored outputs of those calls. Orchestrator: one short transaction per batch of `batch_size` rows, so a large
-    purge never holds one long transaction or its locks. Returns (and logs) what it removed."""
+    """Remove audit rows older than the retention (GOCLAW_AUDIT_RETENTION_DAYS; 0 keeps them forever) from every
+    append-only table: invocations, stored outputs, audit events. Orchestrator: each batch of `batch_size` rows is
+    one short transaction through the database's purge function, which records what it removed
+    (goclaw.audit_trail, docs/audit-integrity.md). Returns (and logs) what it removed."""
     days = settings.AUDIT_RETENTION_DAYS if retention_days is None else retention_days
     report: dict[str, Any] = {"retention_days": days, "cutoff": None, "removed": 0, "outputs_removed": 0,
-                              "batches": 0, "oldest_kept": None, "dry_run": dry_run}
+                              "batches": 0, "tables": {}, "oldest_kept": None, "dry_run": dry_run}
     if days <= 0:
         report["oldest_kept"] = _oldest()
         logger.info("audit purge: retention is 0 (keep forever); nothing removed")
         return report
     cutoff = (now or timezone.now()) - timedelta(days=days)
     report["cutoff"] = cutoff
-    expired = ToolInvocation.objects.filter(created_at__lt=cutoff)
-    if dry_run:
-        report["removed"] = expired.count()
-        report["outputs_removed"] = expired.filter(output_id__isnull=False).count()
-        report["oldest_kept"] = _oldest(at_or_after=cutoff)
-        return report
-    while True:
-        removed, outputs = _purge_batch(cutoff, batch_size)
-        if not removed:
-            break
-        report["removed"] += removed
-        report["outputs_removed"] += outputs
-        report["batches"] += 1
-    report["oldest_kept"] = _oldest()
-    logger.info("audit purge: removed %d audit rows and %d stored outputs older than %s (retention %d days); "
-                "oldest kept: %s", report["removed"], report["outputs_removed"], cutoff.isoformat(), days,
-                report["oldest_kept"].isoformat() if report["oldest_kept"] else "none")
+    for model in purgeable_models():
+        removed = 0
+        if dry_run:
+            removed = model.objects.filter(created_at__lt=cutoff).count()
+        else:
+            while batch := audit_purge_batch(model, cutoff, batch_size):
+                removed += batch
+                report["batches"] += 1
+        report["tables"][model._meta.label] = removed
+    report["removed"] = report["tables"][ToolInvocation._meta.label]
+    report["outputs_removed"] = report["tables"][StoredToolOutput._meta.label]
+    report["oldest_kept"] = _oldest(at_or_after=cutoff) if dry_run else _oldest()
+    if not dry_run:
+        logger.info("audit purge: removed %d audit rows and %d stored outputs older than %s (retention %d days); "
+                    "%s; oldest kept: %s", report["removed"], report["outputs_removed"], cutoff.isoformat(), days,
+                    ", ".join(f"{label}: {n}" for label, n in report["tables"].items()),
+                    report["oldest_kept"].isoformat() if report["oldest_kept"] else "none")
     return report
-
-
-@transaction.atomic
-def _purge_batch(cutoff: datetime, batch_size: int) -> tuple[int, int]:
-    """The oldest `batch_size` expired rows (rows another purge holds are skipped) and their stored outputs."""
-    batch = list(ToolInvocation.objects.select_for_update(skip_locked=True).filter(created_at__lt=cutoff)
-                 .order_by("created_at").values_list("id", "output_id")[:batch_size])
-    if not batch:
-        return 0, 0
-    outputs = [output for _, output in batch if output]
-    removed, _ = ToolInvocation.objects.filter(pk__in=[pk for pk, _ in batch]).delete()
-    outputs_removed = StoredToolOutput.objects.filter(pk__in=outputs).delete()[0] if outputs else 0
-    return removed, outputs_removed
 
 
 def _oldest(at_or_after: datetime | None = None) -> datetime | None:
@@ -97,8 +95,13 @@ _FLUSH_CHARS = 64 * 1024
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
-def _export_record(row: dict[str, Any]) -> dict[str, Any]:
-    """One row as exported: the stored text scrubbed again (rows kept from before a detector existed)."""
+def _export_record(row: dict[str, Any], payloads: bool = True) -> dict[str, Any]:
+    """One row as exported: the stored text scrubbed again (rows kept from before a detector existed); without
+    `payloads` (the person lacks tools_app.view_payload) masked as every other page masks them."""
+    if not payloads:
+        from tools_app.selectors_audit import invocation_payloads_masked
+
+        return invocation_payloads_masked(row)
     record = dict(row)
     record["arguments"] = default_scrubber.scrub_data(row["arguments"])[0]
     record["observe_reasons"] = default_scrubber.scrub_data(row["observe_reasons"])[0]
@@ -123,13 +126,13 @@ def _rows(qs: QuerySet[ToolInvocation]) -> Iterator[dict[str, Any]]:
     return qs.values(*EXPORT_FIELDS).iterator(chunk_size=EXPORT_CHUNK_ROWS)
 
 
-def audit_export_csv(qs: QuerySet[ToolInvocation]) -> Iterator[str]:
+def audit_export_csv(qs: QuerySet[ToolInvocation], *, payloads: bool = True) -> Iterator[str]:
     """The rows of `qs` as CSV text chunks (a header first), streamed: memory stays flat whatever the count."""
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(EXPORT_FIELDS)
     for row in _rows(qs):
-        record = _export_record(row)
+        record = _export_record(row, payloads)
         writer.writerow([_csv_cell(record[name]) for name in EXPORT_FIELDS])
         if buffer.tell() >= _FLUSH_CHARS:
             yield buffer.getvalue()
@@ -138,9 +141,9 @@ def audit_export_csv(qs: QuerySet[ToolInvocation]) -> Iterator[str]:
     yield buffer.getvalue()
 
 
-def audit_export_jsonl(qs: QuerySet[ToolInvocation]) -> Iterator[str]:
+def audit_export_jsonl(qs: QuerySet[ToolInvocation], *, payloads: bool = True) -> Iterator[str]:
     """The rows of `qs` as JSON lines (one object per call), streamed like the CSV."""
-    return _chunks(json.dumps(_export_record(row), ensure_ascii=False, cls=DjangoJSONEncoder) + "\n"
+    return _chunks(json.dumps(_export_record(row, payloads), ensure_ascii=False, cls=DjangoJSONEncoder) + "\n"
                    for row in _rows(qs))
 
 
@@ -155,3 +158,24 @@ def _chunks(lines: Iterable[str]) -> Iterator[str]:
             pending, size = [], 0
     if pending:
         yield "".join(pending)
+
+
+# --- reads of payloads and exports (docs/permissions.md) ---------------------------------------------------
+def audit_payload_viewed(*, person, invocation_ids: Iterable[Any], where: str, target: str = "list",
+                         output_ids: Iterable[Any] = ()) -> str | None:
+    """Record that `person` was shown the payloads (arguments, errors, stored outputs) of these audit rows (and
+    stored outputs), `where` being "api", "admin" or "console". Nothing shown, nothing recorded (None)."""
+    ids, outputs = [str(pk) for pk in invocation_ids], [str(pk) for pk in output_ids]
+    if not ids and not outputs:
+        return None
+    details: dict[str, Any] = {"invocations": ids, "where": where}
+    if outputs:
+        details["outputs"] = outputs
+    return audit_event_record(kind="audit.payload_viewed", actor=f"staff:{person.get_username()}", target=str(target),
+                              details=details)
+
+
+def audit_exported(*, person, filters: dict[str, str], rows: int, fmt: str, payloads: bool) -> str:
+    """Record an export of the audit trail: who, with which filters, how many rows, whether payloads were in it."""
+    return audit_event_record(kind="audit.exported", actor=f"staff:{person.get_username()}", target="export",
+                              details={"filters": filters, "rows": rows, "format": fmt, "payloads": payloads})

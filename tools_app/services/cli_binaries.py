@@ -20,6 +20,7 @@ from goclaw import crypto
 from goclaw.errors import Conflict, NotFound, ValidationError
 from tools_app.models import Agent, SecureCLIBinary
 from tools_app.models.cli_binaries import CLI_BINARY_MAX_TIMEOUT, CLI_BINARY_NAME_RE
+from tools_app.security.program_risk import program_risk
 from goclaw.generations import generation_cache
 from tools_app.services.custom_tools import env_merged, env_problems
 from tools_app.services.policy import actor_name
@@ -28,7 +29,8 @@ from tools_app.toolsets import TOOLSETS_CACHE, tools_changed
 logger = logging.getLogger("goclaw.credentialed_exec")
 
 TOOL_NAME = "credentialed_exec"
-EDITABLE = ("name", "path", "deny_args", "deny_verbose", "timeout_seconds", "tips", "enabled", "agent")
+EDITABLE = ("name", "path", "deny_args", "deny_verbose", "timeout_seconds", "tips", "enabled", "agent",
+            "risk_acknowledged")
 MAX_TIPS_CHARS = 4000
 MAX_PATTERNS = 100
 # Taken by every write: two saves cannot both pass the name check for the same binary.
@@ -71,6 +73,12 @@ class CLIBinaryCollision(Conflict):
 
 class CLIBinaryPathError(ValidationError):
     code = "cli_binary_bad_path"
+
+
+class CLIBinaryRiskError(ValidationError):
+    """The binary can start other programs or print its environment, and the operator has not accepted that."""
+
+    code = "cli_binary_risk_not_acknowledged"
 
 
 def env_seal_context(pk: Any) -> str:
@@ -180,18 +188,39 @@ def cli_binary_problems(fields: dict[str, Any]) -> dict[str, str]:
         problems["tips"] = f"must be text of at most {MAX_TIPS_CHARS} characters"
     if not isinstance(fields.get("enabled"), bool):
         problems["enabled"] = "must be true or false"
+    acknowledged = fields.get("risk_acknowledged", False)
+    if not isinstance(acknowledged, bool):
+        problems["risk_acknowledged"] = "must be true or false"
+    elif not path_problem and (risk := cli_binary_risk_problem(fields["path"], acknowledged)):
+        problems["risk_acknowledged"] = risk
     if fields.get("agent") is not None and not isinstance(fields.get("agent"), Agent):
         problems["agent"] = "must be an agent or empty"
     return problems
+
+
+def cli_binary_risk_problem(path: str, acknowledged: bool) -> str | None:
+    """Why `path` may not be registered or run without the operator's acknowledgement (it can start other programs or
+    print its environment, tools_app/security/program_risk.py), or None. Checked at every save and again at every
+    call, so a row saved before the check existed is refused until someone acknowledges the risk on it."""
+    if acknowledged:
+        return None
+    risk = program_risk(path)
+    if risk is None:
+        return None
+    return (f"{path} can reveal its credentials ({risk}): an agent could make it print them in forms the scrubber "
+            "does not recognise. If you accept that risk for this binary, tick \"I accept that this binary can reveal "
+            "its credentials\" (risk_acknowledged: true).")
 
 
 def _check(fields: dict[str, Any], exclude_pk: Any) -> None:
     problems = cli_binary_problems(fields)
     if problems:
         field, message = next(iter(problems.items()))
-        error = CLIBinaryPathError if field == "path" else ValidationError
-        raise error(f"{field}: {message}", code="cli_binary_invalid" if field != "path" else None,
-                    details=problems)
+        if field == "path":
+            raise CLIBinaryPathError(f"path: {message}", details=problems)
+        if field == "risk_acknowledged" and isinstance(fields.get("risk_acknowledged"), bool):
+            raise CLIBinaryRiskError(message, details=problems)
+        raise ValidationError(f"{field}: {message}", code="cli_binary_invalid", details=problems)
     clash = SecureCLIBinary.objects.filter(name=fields["name"]).exclude(pk=exclude_pk)
     agent = fields.get("agent")
     if agent is not None:
@@ -222,7 +251,8 @@ def cli_binary_env(row: SecureCLIBinary) -> dict[str, str]:
 
 # --- writes --------------------------------------------------------------------------------------------------------
 def _defaults() -> dict[str, Any]:
-    return {"deny_args": [], "deny_verbose": [], "timeout_seconds": 120, "tips": "", "enabled": True, "agent": None}
+    return {"deny_args": [], "deny_verbose": [], "timeout_seconds": 120, "tips": "", "enabled": True, "agent": None,
+            "risk_acknowledged": False}
 
 
 def _unknown(fields: dict[str, Any]) -> None:
@@ -282,13 +312,15 @@ def cli_binary_delete(*, actor, binary: SecureCLIBinary) -> None:
 
 
 def cli_binary_add_preset(*, actor, preset: str, path: str | None = None, agent: Agent | None = None,
-                          env: dict[str, str] | None = None) -> SecureCLIBinary:
-    """Register one of PRESETS (its deny args, flags and tips), at its usual path unless `path` is given."""
+                          env: dict[str, str] | None = None, risk_acknowledged: bool = False) -> SecureCLIBinary:
+    """Register one of PRESETS (its deny args, flags and tips), at its usual path unless `path` is given
+    (`risk_acknowledged` as for any binary: terraform, for one, runs programs its configuration names)."""
     if preset not in PRESETS:
         raise NotFound(f"no preset {preset!r}; presets: {', '.join(sorted(PRESETS))}", code="cli_binary_no_preset")
     data = dict(PRESETS[preset])
     return cli_binary_create(actor=actor, env=env, name=preset, path=path or data.pop("path"),
-                             **{k: v for k, v in data.items() if k != "path"}, agent=agent)
+                             **{k: v for k, v in data.items() if k != "path"}, agent=agent,
+                             risk_acknowledged=risk_acknowledged)
 
 
 def cli_binaries_for_agent(agent: Any) -> list[SecureCLIBinary]:

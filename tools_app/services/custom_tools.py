@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from goclaw import crypto
 from goclaw.errors import Conflict, ValidationError
-from tools_app.custom_tools import env_seal_context, template_problems
+from tools_app.custom_tools import ARG_ENV_PREFIX, env_seal_context, template_problems
 from tools_app.models import Agent, CustomTool
 from tools_app.models.custom_tools import CUSTOM_TOOL_DEFAULT_TIMEOUT, CUSTOM_TOOL_MAX_TIMEOUT, CUSTOM_TOOL_NAME_RE
 from tools_app.services.policy import actor_name
@@ -140,6 +140,16 @@ def env_problems(env: Any, *, allow_unset: bool) -> str | None:
     return None
 
 
+def tool_env_problems(env: Any, *, allow_unset: bool) -> str | None:
+    """`env_problems`, plus the names a custom tool's env may not take: the arguments' variables."""
+    problem = env_problems(env, allow_unset=allow_unset)
+    if problem is None:
+        reserved = sorted(key for key in env if key.startswith(ARG_ENV_PREFIX))
+        if reserved:
+            return f"{reserved[0]}: names starting with {ARG_ENV_PREFIX} are reserved for the arguments goclaw passes"
+    return problem
+
+
 def _collision(name: str, agent: Agent | None, exclude_pk: Any) -> str | None:
     """Why `name` cannot be used by a tool for `agent` (None: every agent), or None."""
     from tools_app.registry import registry
@@ -219,7 +229,7 @@ def custom_tool_create(*, actor, env: dict[str, str] | None = None, **fields: An
     if unknown:
         raise ValidationError(f"unknown field(s): {', '.join(sorted(unknown))}", code="custom_tool_invalid")
     data = {**_defaults(), **fields}
-    if env is not None and (problem := env_problems(env, allow_unset=False)):
+    if env is not None and (problem := tool_env_problems(env, allow_unset=False)):
         raise ValidationError(f"env: {problem}", code="custom_tool_invalid", details={"env": problem})
     _lock()
     _check(data, None)
@@ -239,7 +249,7 @@ def custom_tool_update(*, actor, tool: CustomTool, env: dict[str, str | None] | 
     unknown = set(changes) - set(EDITABLE)
     if unknown:
         raise ValidationError(f"unknown field(s): {', '.join(sorted(unknown))}", code="custom_tool_invalid")
-    if env is not None and (problem := env_problems(env, allow_unset=True)):
+    if env is not None and (problem := tool_env_problems(env, allow_unset=True)):
         raise ValidationError(f"env: {problem}", code="custom_tool_invalid", details={"env": problem})
     _lock()
     tool = CustomTool.objects.select_for_update().get(pk=tool.pk)
@@ -311,7 +321,7 @@ def _import_entry(position: str, entry: Any, agents: dict[str, Agent], problems:
         if field in entry or field not in ("name", "description", "parameters", "command"):
             problem(field, message)
     env = entry.get("env")
-    if env is not None and (message := env_problems(env, allow_unset=False)):
+    if env is not None and (message := tool_env_problems(env, allow_unset=False)):
         problem("env", message)
     return {"fields": fields, "env": env, "existing": existing}
 

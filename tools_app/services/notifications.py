@@ -49,6 +49,8 @@ def notification_channel_save(*, actor, channel: NotificationChannel, secret: st
     `clear_secret` removes it. Only http(s) URLs; tool names as a list of strings."""
     if not channel.url.lower().startswith(("http://", "https://")):
         raise ValidationError("the webhook URL must start with http:// or https://", code="notification_bad_url")
+    if problem := channel_url_problem(channel.url, allow_private_network=channel.allow_private_network):
+        raise ValidationError(f"the webhook URL is refused: {problem}", code="notification_url_refused")
     names = channel.tool_names or []
     if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
         raise ValidationError("tool names must be a list of tool names", code="notification_bad_tools")
@@ -69,6 +71,24 @@ def notification_channel_delete(*, actor, channels: QuerySet) -> int:
     channels.delete()
     logger.info("notification channels %s deleted by %s", names, getattr(actor, "pk", None))
     return len(names)
+
+
+PRIVATE_NETWORK_HINT = "allow private networks on this channel to reach it"
+
+
+def _target(*, allow_private_network: bool):
+    from goclaw import outbound  # httpx2 loads on the first send, not at startup
+
+    return outbound.Target(allow_private=allow_private_network, hint=PRIVATE_NETWORK_HINT)
+
+
+def channel_url_problem(url: str, *, allow_private_network: bool) -> str | None:
+    """Early feedback when a channel is saved: a literal loopback / private / metadata address (in any notation) or
+    a loopback name is refused unless the channel allows private networks. The send itself is checked at dial time
+    by goclaw.outbound on the address actually connected to (a name that resolves to one is refused then)."""
+    from goclaw import outbound
+
+    return outbound.url_problem(url, target=_target(allow_private_network=allow_private_network))
 
 
 def _secret(channel: NotificationChannel) -> bytes | None:
@@ -221,8 +241,11 @@ def _short_error(channel: NotificationChannel, text: str) -> str:
 
 
 def _post(channel: NotificationChannel, message: dict, *, delivery_id: Any = "") -> SendResult:
-    """One POST with short timeouts, no redirects followed, no proxies from the environment; 2xx is sent."""
-    import httpx
+    """One POST through the outbound guard (the address dialled is checked against the channel's
+    allow_private_network), short timeouts, no redirects followed, no proxies from the environment; 2xx is sent."""
+    import httpx2
+
+    from goclaw import outbound
 
     try:
         secret = _secret(channel)
@@ -234,11 +257,12 @@ def _post(channel: NotificationChannel, message: dict, *, delivery_id: Any = "")
     if secret:
         headers[SIGNATURE_HEADER] = signature(secret, body)
     try:
-        with httpx.Client(timeout=httpx.Timeout(TOTAL_TIMEOUT, connect=CONNECT_TIMEOUT), follow_redirects=False,
-                          trust_env=False) as client:
+        with outbound.client(_target(allow_private_network=channel.allow_private_network), follow_redirects=False,
+                             timeout=httpx2.Timeout(TOTAL_TIMEOUT, connect=CONNECT_TIMEOUT)) as client:
             response = client.post(channel.url, content=body, headers=headers)
-    except httpx.HTTPError as exc:
-        return SendResult(False, None, _short_error(channel, f"{type(exc).__name__}: {exc}"))
+    except httpx2.HTTPError as exc:
+        refused = outbound.refusal_of(exc)
+        return SendResult(False, None, _short_error(channel, str(refused) if refused else f"{type(exc).__name__}: {exc}"))
     if 200 <= response.status_code < 300:
         return SendResult(True, response.status_code)
     return SendResult(False, response.status_code, _short_error(channel, f"HTTP {response.status_code}: {response.text[:200]}"))

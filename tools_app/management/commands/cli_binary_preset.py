@@ -19,9 +19,12 @@ class Command(BaseCommand):
         parser.add_argument("--agent", default="", help="agent key (default: every agent)")
         parser.add_argument("--env", action="append", default=[], metavar="NAME",
                             help="copy this variable's value from the current environment (repeatable)")
+        parser.add_argument("--accept-risk", action="store_true",
+                            help="acknowledge that this binary can start other programs or print its environment "
+                                 "(required for such binaries, e.g. terraform)")
         parser.add_argument("--list", action="store_true", help="list the presets and exit")
 
-    def handle(self, *args, preset, path, agent, env, list, **options):
+    def handle(self, *args, preset, path, agent, env, list, accept_risk=False, **options):
         if list or not preset:
             for name, data in sorted(PRESETS.items()):
                 self.stdout.write(f"{name}: {data['path']}; deny args {data['deny_args']}; "
@@ -37,7 +40,7 @@ class Command(BaseCommand):
             raise CommandError(f"not set in this environment: {', '.join(missing)}")
         try:
             row = cli_binary_add_preset(actor=None, preset=preset, path=path or None, agent=scope,
-                                        env={name: os.environ[name] for name in env})
+                                        env={name: os.environ[name] for name in env}, risk_acknowledged=accept_risk)
         except ApplicationError as exc:
             raise CommandError(exc.message) from None
         self.stdout.write(f"registered {row.name} at {row.path} for {agent or 'every agent'}; "

@@ -164,6 +164,55 @@ def _left_ok(text: str, start: int) -> bool:
     return start <= 0 or not (text[start - 1].isalnum())
 
 
+def _class_of(ch: str) -> int:
+    if "a" <= ch <= "z":
+        return 1
+    if "A" <= ch <= "Z":
+        return 2
+    if "0" <= ch <= "9":
+        return 3
+    return 0
+
+
+def random_looking(token: str) -> bool:
+    """Does ``token`` hold a key body: an unbroken run of 20 or more letters
+    and digits with both kinds in it?  Words, kebab-case names
+    (``task-proj-2024-planning-notes``) and UUIDs (``task-3f9a2c1e-7b4d-…``,
+    runs of at most 12) do not; random key bodies of that length do."""
+    run = 0
+    letter = digit = False
+    for ch in token:
+        cls = _class_of(ch)
+        if not cls:
+            run = 0
+            letter = digit = False
+            continue
+        run += 1
+        if cls == 3:
+            digit = True
+        else:
+            letter = True
+        if run >= 20 and letter and digit:
+            return True
+    return False
+
+
+def glued_ok(text: str, start: int, end: int, mode: str | None) -> bool:
+    """May the token ``text[start:end]`` be redacted although a letter or
+    digit comes right before it (``helloask-proj-…``, ``aAKIA…``)?  ``mode``
+    is the detector's ``glued`` option: ``free`` (its prefix and shape are
+    distinctive enough on their own), ``random`` (only when the token holds
+    a key body, so ``task-proj-2024-planning-notes`` and ``task-<uuid>``
+    stay), else never."""
+    if start <= 0 or not text[start - 1].isalnum():
+        return True
+    if mode == "free":
+        return True
+    if mode == "random":
+        return random_looking(text[start:end])
+    return False
+
+
 
 _B64_LINE_RE = re.compile(r"[A-Za-z0-9+/=]{40,}\Z")
 

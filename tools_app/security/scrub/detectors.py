@@ -7,6 +7,7 @@ their tier.  How to add a detector: docs/scrubbing.md, "Adding a detector".
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from .records import Detector, Keyword, Prefilter
 from .strategies import (
@@ -904,4 +905,50 @@ CONTEXT_DETECTORS: list[Detector] = [
     ),
 ]
 
+# ---------------------------------------------------------------------------
+# Tokens glued to a preceding letter or digit (``helloask-proj-…``,
+# ``aghp_…``, ``9sk-proj-…``, ``aAKIA…``): a token is found wherever its
+# shape is, not only after a word boundary.  The detectors below may start
+# right after a letter or digit; the token is redacted from its prefix on and
+# the glued characters before it stay.  ``free``: the prefix and the shape
+# (case, length, alphabet, a trailing boundary) are distinctive on their own.
+# ``random``: the prefix also ends common words (ask, task, risk, desk,
+# monkey, mexico…), so a glued match must hold a key body, a run of 20 or
+# more letters and digits (``checks.random_looking``):
+# ``task-proj-2024-planning-notes`` and ``task-<uuid>`` stay.  Every
+# other detector keeps the leading boundary (short or word-like prefixes:
+# ``SK`` + hex, ``AC`` + hex, ``EAA``, ``LTAI``, ``pat``, ``secret_``, ``r8_``,
+# Discord's ``M``/``N``/``O``…, and the key = value contexts).
+GLUED: dict[str, str] = {
+    # tier 1
+    "sk": "random", "stripe": "random", "mailgun": "random", "gh": "free", "ghpat": "free", "gitlab": "free",
+    "gcp": "free", "glrunner": "free", "aws": "free", "gapi": "free", "pypi": "free", "sendgrid": "free",
+    "slack": "free", "npm": "free", "hf": "free", "hforg": "free", "shopify": "free", "dop": "free", "whsec": "free",
+    "databricks": "random", "jwt": "free", "ya29": "random",
+    # tier 2
+    "square": "free", "braintree": "free", "atlassian": "free", "linear": "random", "supabase": "free",
+    "doppler": "free", "age": "free", "vault": "random", "grafana": "random", "postman": "free", "dockerhub": "free",
+    "heroku": "free", "sentrytok": "free", "onepassword": "free", "newrelic": "free", "figma": "free",
+    "pulumi": "random", "planetscale": "free", "groq": "free", "pplx": "free", "xai": "random", "langsmith": "free",
+    "buildkite": "free", "tailscale": "free", "dynatrace": "free", "rubygems": "free", "mapbox": "free",
+    "artifactory": "free", "dropbox": "random", "dockercfg": "free",
+    # tier 3
+    "cloudflare_ca": "free", "yandex": "free", "openshift": "free", "scalingo": "free", "defined_net": "free",
+    "sonarqube": "free", "sourcegraph": "free", "circleci": "free", "harness": "free", "octopus": "random",
+    "infracost": "random", "prefect": "free", "readme": "free", "contentful": "free", "typeform": "free",
+    "frameio": "free", "posthog": "free", "intra42": "free", "crates": "random", "clojars": "free",
+    "flutterwave": "free", "shippo": "free", "easypost": "free", "duffel": "free", "brevo": "free",
+    "mailersend": "free", "pinecone": "free",
+}
+
+
+def _glued(detectors: list[Detector]) -> list[Detector]:
+    return [replace(d, options={**d.options, "glued": GLUED[d.name]}) if d.name in GLUED else d for d in detectors]
+
+
+LEGACY_DETECTORS = _glued(LEGACY_DETECTORS)
+VENDOR_DETECTORS = _glued(VENDOR_DETECTORS)
 DETECTORS: list[Detector] = LEGACY_DETECTORS + VENDOR_DETECTORS + PASSWORD_HASH_DETECTORS + CONTEXT_DETECTORS
+_unknown = set(GLUED) - {d.name for d in DETECTORS}
+if _unknown:
+    raise ValueError(f"GLUED names unknown detectors: {sorted(_unknown)}")

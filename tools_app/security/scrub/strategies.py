@@ -33,6 +33,7 @@ from .checks import (
     _looks_code,
     _token_like,
     _value_ok,
+    glued_ok,
 )
 
 
@@ -257,9 +258,10 @@ def docker_auth(text, m, d, s, out):
 
 
 def aws_key(text, m, d, s, out):
-    """An access key id, and the secret when it directly follows."""
+    """An access key id, and the secret when it directly follows (also glued
+    to a preceding letter or digit: see ``glued_ok``)."""
     st = s - d.back
-    if not _left_ok(text, st):
+    if not glued_ok(text, st, m.end(d.name), d.options.get("glued")):
         return
     if m.group("awssec") is None:
         out.append((st, m.end(d.name)))
@@ -291,14 +293,16 @@ def twilio_sid(text, m, d, s, out):
 
 
 def token(text, m, d, s, out):
-    """The whole match, when it does not continue a longer word and passes
-    the detector's ``check``."""
+    """The whole match, when it passes the detector's ``check`` and does not
+    continue a longer word, unless the detector's ``glued`` option lets its
+    distinctive prefix start right after a letter or digit (``aghp_…``): then
+    the token is redacted from its prefix on and the letters before it stay."""
     st = s - d.back
     e = m.end()
-    if d.options.get("left") == "word":
-        if st > 0 and (text[st - 1].isalnum() or text[st - 1] in "_-"):
-            return
-    elif not _left_ok(text, st):
+    glued = d.options.get("glued")
+    if d.options.get("left") == "word" and st > 0 and text[st - 1] in "_-" and glued != "free":
+        return
+    if not glued_ok(text, st, e, glued):
         return
     if d.check is not None and not d.check(text, s, e):
         return

@@ -18,6 +18,7 @@ from tools_app.security.scrub import default_scrubber
 from tools_app.services.approvals.decision import arguments_hash
 from tools_app.services.approvals.identity import identity_store
 from tools_app.services.approvals.requests import approval_summary
+from tools_app.services.audit import audit_actor, audit_event_record
 
 logger = logging.getLogger("goclaw.approvals")
 
@@ -51,6 +52,7 @@ def pending_change_create(*, agent: Agent, tool: Tool, args: dict, ctx: ToolCont
     return change
 
 
+@transaction.atomic
 def pending_change_claim(*, change_id, accept: bool, actor) -> PendingChange:
     """The pending→accepted/rejected UPDATE that decides a held change exactly once (Conflict for the losers). A
     rejected change's sealed arguments are erased at once."""
@@ -65,6 +67,9 @@ def pending_change_claim(*, change_id, accept: bool, actor) -> PendingChange:
     if not claimed:
         raise Conflict(f"this change is already {change.status}", code="pending_change_already_decided",
                        details={"status": change.status})
+    audit_event_record(kind="pending_change.decided", actor=audit_actor(actor), target=str(change.pk), details={
+        "agent": change.agent.key, "tool": change.tool_name, "path": change.path, "accept": accept,
+        "args_hash": change.args_hash})
     return change
 
 

@@ -27,6 +27,7 @@ from tools_app.services.approvals.effects import TEXT, _path_judge, command_effe
 from tools_app.services.approvals.decision import arguments_hash
 from tools_app.services.approvals.identity import identity_store
 from tools_app.services.approvals.rules import approval_rule_create
+from tools_app.services.audit import audit_actor, audit_event_record
 from tools_app.services.notifications import notification_deliveries_create
 
 logger = logging.getLogger("goclaw.approvals")
@@ -218,6 +219,9 @@ def approval_decide(*, approval_id, decision: str, actor, note: str = "", rule_m
             if approved:  # from now on the deadline is the one for running it
                 req.expires_at = max(req.expires_at, now + approval_timeout(req.agent.other_config or {}))
             req.save(update_fields=["status", "decision", "decided_at", "note", "decided_by", "expires_at", "rule"])
+            audit_event_record(kind="approval.decided", actor=audit_actor(actor), target=str(req.pk), details={
+                "agent": req.agent.key, "tool": req.tool_name, "decision": decision, "note": req.note,
+                "args_hash": req.args_hash, "rule": req.rule_id, "summary": req.summary[:500]})
             _publish("approval.resolved", req)
     if expired:
         raise Gone("this approval request expired; the call was denied", code="approval_expired")
@@ -236,6 +240,8 @@ def approval_cancel(*, approval_id, agent: Agent | None) -> ApprovalRequest:
     if not ApprovalRequest.objects.filter(pk=req.pk, status=ApprovalStatus.PENDING).update(status=ApprovalStatus.CANCELLED):
         raise Conflict(f"this request is {req.status}, not pending", code="approval_not_pending", details={"status": req.status})
     req.status = ApprovalStatus.CANCELLED
+    audit_event_record(kind="approval.cancelled", actor=audit_actor(agent), target=str(req.pk),
+                       details={"agent": req.agent.key, "tool": req.tool_name})
     _publish("approval.resolved", req)
     return req
 
