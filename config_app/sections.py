@@ -382,6 +382,7 @@ NOT_EXPORTED = {
     "tools_app.ApprovalRequest": "runtime: a call waiting for (or past) a decision",
     "tools_app.PendingChange": "runtime: a held file write",
     "tools_app.ToolInvocation": "audit", "tools_app.StoredToolOutput": "runtime", "tools_app.RateLimitBucket": "runtime",
+    "tools_app.AuditEvent": "audit: what people did (append-only, docs/audit-integrity.md)",
     "tools_app.AgentContextFile": "content agents and people edit (SOUL.md …), versioned on its own",
     "tools_app.UserContextFile": "per-user content", "tools_app.ContextFileVersion": "history",
     "tools_app.MemoryDocument": "memory", "tools_app.MemoryChunk": "memory", "tools_app.EmbeddingCache": "cache",

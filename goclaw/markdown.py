@@ -37,8 +37,18 @@ _cleaner = nh3.Cleaner(tags=set(ALLOWED_TAGS), attributes={k: set(v) for k, v in
                        url_schemes=set(URL_SCHEMES), link_rel=LINK_REL, strip_comments=True)
 
 
+# Parsing is linear but slow on adversarial text (~1 s per 50,000 characters of "![" here): past this, the rest is
+# shown as plain text, so a page showing an agent's 1 MB file answers in bounded time.
+MAX_RENDERED_CHARS = 50_000
+
+
 def markdown_to_html(text: str) -> SafeString:
     """CommonMark as sanitized HTML, safe to put in a page whoever wrote `text`."""
+    if len(text) > MAX_RENDERED_CHARS:
+        head, rest = text[:MAX_RENDERED_CHARS], text[MAX_RENDERED_CHARS:]
+        return mark_safe(markdown_to_html(head) + f'\n<p class="markdown-rest">The preview renders the first '
+                         f'{MAX_RENDERED_CHARS:,} characters; the remaining {len(rest):,} are shown as plain text.</p>\n'
+                         f'<pre class="markdown-as-text">{escape(rest)}</pre>')
     tokens = _parser.parse(text)
     if any(token.level >= MAX_NESTING - 1 for token in tokens):
         return mark_safe('<p class="markdown-too-deep">This text nests deeper than the preview renders; it is shown '

@@ -52,7 +52,8 @@ class ChainedQuerySet(models.QuerySet):
 
 class ChainedRecord(models.Model):
     """An append-only, tamper-evident row: its place in a chain of rows hashed with a key the database never sees.
-    Subclasses must not use auto_now fields (their value would be set after the row is hashed)."""
+    Subclasses need a `created_at` column (retention and checkpoints go by it), must not use auto_now fields (their
+    value would be set after the row is hashed), and their migration calls goclaw_protect_append_only('<table>')."""
 
     chain = models.UUIDField(null=True, blank=True, editable=False)
     chain_seq = models.BigIntegerField(null=True, blank=True, editable=False)

@@ -27,6 +27,9 @@ from httpcore2._backends.auto import AutoBackend
 from httpcore2._backends.sync import SyncBackend
 from httpx2._config import DEFAULT_LIMITS
 
+# What callers need of the HTTP client, so that none imports it directly (.importlinter keeps it so).
+HTTPError, Timeout, Response = httpx2.HTTPError, httpx2.Timeout, httpx2.Response
+
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[[str, int], Sequence[str]]
 
@@ -182,7 +185,6 @@ def _refusal(host: str, address: IPAddress | None, why: str, target: Target) -> 
     return OutboundRefused(f"refused: {where} ({advice})")
 
 
-
 def _name_problem(host: str, target: Target) -> str | None:
     if host in METADATA_NAMES:
         return METADATA_NAME
@@ -255,7 +257,9 @@ class AsyncGuardedBackend(AutoBackend):
         if numeric_addresses(_normalized_host(host)) is not None:
             addresses = checked_addresses(host, port, self.target)
         else:
-            addresses = await anyio.to_thread.run_sync(checked_addresses, host, port, self.target)
+            # a cancelled request does not wait for the lookup (the thread finishes on its own, its answer unused)
+            addresses = await anyio.to_thread.run_sync(checked_addresses, host, port, self.target,
+                                                       abandon_on_cancel=True)
         failure: Exception | None = None
         for address in addresses:
             try:

@@ -24,7 +24,9 @@ class TokenAuthenticator:
 
 
 _authenticator: TokenAuthenticator | None = None
-_staff_group_patterns: dict[str, tuple[re.Pattern, tuple[str, ...]]] = {}
+# (pattern, permissions) -> compiled pattern: several apps may open the same groups (each app's events reach
+# `agent.<key>`), and a person then needs the permissions of every rule matching the group.
+_staff_group_patterns: dict[tuple[str, tuple[str, ...]], re.Pattern] = {}
 
 
 def websocket_authenticator_register(*, authenticate: Callable[[str], Any], active: Callable[[Any], Any]) -> None:
@@ -49,16 +51,17 @@ def websocket_token_active(token_id: Any) -> Any:
 
 def websocket_staff_group_register(pattern: str, *, permission: str | tuple[str, ...]) -> None:
     """Let people holding `permission` (one "app_label.codename" or a tuple of them, all needed) subscribe to the
-    groups whose whole name matches `pattern` (a regular expression): the view permission of what the group carries."""
+    groups whose whole name matches `pattern` (a regular expression): the view permission of what this app sends
+    there. Another app registering the same pattern adds its own permissions for the events it sends there."""
     permissions = (permission,) if isinstance(permission, str) else tuple(permission)
     if not permissions or not all(isinstance(p, str) and p.count(".") == 1 for p in permissions):
         raise ImproperlyConfigured(f"WebSocket group {pattern!r}: a permission ('app_label.codename') is required")
-    _staff_group_patterns[pattern] = (re.compile(pattern), permissions)
+    _staff_group_patterns[(pattern, permissions)] = re.compile(pattern)
 
 
 def websocket_staff_group_permissions(group: str) -> tuple[str, ...] | None:
     """Every permission a person needs to join `group` (of every rule matching it), or None when no rule opens it."""
-    needed = [permissions for pattern, permissions in _staff_group_patterns.values() if pattern.fullmatch(group)]
+    needed = [permissions for (_, permissions), pattern in _staff_group_patterns.items() if pattern.fullmatch(group)]
     if not needed:
         return None
     return tuple(dict.fromkeys(p for permissions in needed for p in permissions))

@@ -283,6 +283,13 @@ MCP_PORT = env_int("GOCLAW_MCP_PORT", PORT + 2 if PORT else 0, minimum=0, maximu
 MCP_WORKERS = env_int("GOCLAW_MCP_WORKERS", 2, minimum=1, maximum=64)  # uvicorn processes (any serves any session)
 MCP_APPROVAL_WAIT = env_int("GOCLAW_MCP_APPROVAL_WAIT", 60, minimum=0, maximum=3600)
 MCP_SESSION_IDLE_SECONDS = env_int("GOCLAW_MCP_SESSION_IDLE_SECONDS", 3600, minimum=60, maximum=7 * 86400)
+# Browser origins allowed to call /mcp besides those on a GOCLAW_ALLOWED_HOSTS host (DNS-rebinding protection,
+# mcp_app.server.security): exact `scheme://host[:port]` values, comma-separated.
+MCP_ALLOWED_ORIGINS = [origin.lower().rstrip("/") for origin in env_list("GOCLAW_MCP_ALLOWED_ORIGINS", [])]
+for _origin in MCP_ALLOWED_ORIGINS:
+    _scheme, _, _rest = _origin.partition("://")
+    if _scheme not in ("http", "https") or not _rest or any(c in _rest for c in "/?#@ \\"):
+        raise ImproperlyConfigured(f"GOCLAW_MCP_ALLOWED_ORIGINS: {_origin!r} is not an origin (http(s)://host[:port])")
 
 # --- Memory (docs/memory.md) ------------------------------------------------------------------------
 MEMORY_EMBEDDER = env_choice("GOCLAW_EMBEDDER", "local", ("local", "openai"))

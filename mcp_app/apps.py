@@ -23,6 +23,8 @@ def _contribute_to_platform() -> None:
     from goclaw.services import schedule_register
 
     websocket_staff_group_register(r"mcp", permission=("mcp_app.view_mcpserver", "mcp_app.view_mcpaccessrequest"))
+    # an agent's group also carries its access requests and their reviews
+    websocket_staff_group_register(r"agent\.[a-z0-9_-]{1,64}", permission="mcp_app.view_mcpaccessrequest")
     schedule_register("mcp health sweep", "mcp_app.tasks.health_sweep", "* * * * * */30")  # every 30 s
     schedule_register("mcp server sessions purge", "mcp_app.tasks.server_sessions_purge", "*/5 * * * *")  # every 5 min
 

@@ -114,10 +114,6 @@ PYTHON_XOPTIONS = frozenset("""
     no_debug_ranges frozen_modules perf perf_jit cpu_count gil context_aware_warnings thread_inherit_context
     disable_remote_debug showalloccount tlbc
 """.split())
-# Built-in warning categories: `-W action::Category` with a dotted category imports its module.
-WARNING_ACTIONS = frozenset({"default", "error", "ignore", "always", "all", "module", "once", "d", "e", "i", "a",
-                             "m", "o"})
-
 # --- environment -------------------------------------------------------------------------------------------------
 # Names that redirect where programs, libraries or config files are found, or that name a program or file to run.
 ENV_REFUSED = frozenset("""
@@ -125,7 +121,8 @@ ENV_REFUSED = frozenset("""
     GETCONF_DIR HOSTALIASES LOCALDOMAIN RES_OPTIONS NLSPATH LOCPATH TZDIR VIRTUAL_ENV CONDA_PREFIX PYENV_VERSION
     PYENV_ROOT PERL5OPT PERL5LIB PERLLIB PERL5DB RUBYOPT RUBYLIB CLASSPATH BROWSER EDITOR VISUAL PAGER MANPAGER
     LESSOPEN LESSCLOSE SSLKEYLOGFILE CC CXX CPP LD AR AS NM RANLIB CFLAGS CXXFLAGS CPPFLAGS LDFLAGS LDSHARED
-    MAKEFLAGS MFLAGS MAKE APPDATA USERPROFILE LOCALAPPDATA COMSPEC PATHEXT TERMINFO TERMINFO_DIRS
+    MAKEFLAGS MFLAGS MAKE APPDATA USERPROFILE LOCALAPPDATA COMSPEC PATHEXT TERMINFO TERMINFO_DIRS SSH_ASKPASS
+    SSH_ASKPASS_REQUIRE SUDO_ASKPASS SSH_AUTH_SOCK
 """.split())
 # Namespaces refused as a whole except for the names listed (their readers are an interpreter, a package runner,
 # the dynamic loader or a library they load; anything new there fails closed).
@@ -147,7 +144,7 @@ ENV_NAMESPACES: tuple[tuple[str, frozenset[str]], ...] = (
                          "DENO_NO_DEPRECATION_WARNINGS"})),
     *((prefix, frozenset()) for prefix in (
         "LD_", "DYLD_", "PIP_", "PIPX_", "BUN_", "BUNFIG", "COREPACK_", "YARN_", "PNPM_", "TS_NODE_", "TSX_",
-        "BASH_", "GIT_", "XDG_", "SSH_", "GLIBC_", "MALLOC_", "OPENSSL_", "JAVA_", "_JAVA_", "JDK_", "PERL",
+        "BASH_", "GIT_", "XDG_", "GLIBC_", "MALLOC_", "OPENSSL_", "JAVA_", "_JAVA_", "JDK_", "PERL",
         "RUBY", "GEM_", "BUNDLE_", "LUA_", "RUSTC", "CARGO_", "CONDA_", "PYENV_", "VOLTA_", "NVM_", "FNM_")),
 )
 
@@ -193,6 +190,8 @@ class Grammar:
     short_attached: bool = False  # -ovalue
     short_equals: bool = False  # -o=value
     long_equals: bool = True  # --opt=value (CPython: no)
+    dash_values: bool = False  # a separate value may start with "-" (CPython's getopt; npm's nopt, node and clap
+    # read such an argument as the next option instead, so taking it as a value would misread the line)
     underscores: bool = False  # node: --max_old_space_size is --max-old-space-size
 
     def kind(self, name: str) -> str | None:
@@ -239,10 +238,17 @@ def _long_option(args: Sequence[str], i: int, g: Grammar, out: Options) -> int:
             raise Refused(f"{g.name}: write {name} and its value as two arguments ({token[:60]!r} is an error)")
         out.append((name, value))
         return i + 1
+    out.append((name, _separate_value(args, i, g, name)))
+    return i + 2
+
+
+def _separate_value(args: Sequence[str], i: int, g: Grammar, name: str) -> str:
     if i + 1 >= len(args):
         raise Refused(f"{g.name}: {name} needs a value")
-    out.append((name, args[i + 1]))
-    return i + 2
+    value = args[i + 1]
+    if value.startswith("-") and value != "-" and not g.dash_values:
+        raise Refused(f"{g.name}: {name} needs a value, and {value[:60]!r} reads as an option; write {name}=VALUE")
+    return value
 
 
 def _short_option(args: Sequence[str], i: int, g: Grammar, out: Options) -> int:
@@ -253,9 +259,7 @@ def _short_option(args: Sequence[str], i: int, g: Grammar, out: Options) -> int:
     kind = g.kind(exact)
     if kind is not None:  # the whole token is one option (node's -pe, -C)
         if kind == "value":
-            if i + 1 >= len(args):
-                raise Refused(f"{g.name}: {token} needs a value")
-            out.append((exact, args[i + 1]))
+            out.append((exact, _separate_value(args, i, g, token)))
             return i + 2
         out.append((exact, None))
         return i + 1
@@ -299,9 +303,7 @@ def _short_option(args: Sequence[str], i: int, g: Grammar, out: Options) -> int:
                 else:
                     _refuse_option(g, opt, token)
                 return i + 1
-            if i + 1 >= len(args):
-                raise Refused(f"{g.name}: {opt} needs a value")
-            out.append((opt, args[i + 1]))
+            out.append((opt, _separate_value(args, i, g, opt)))
             return i + 2
         _refuse_option(g, opt, token)
     return i + 1
@@ -342,7 +344,7 @@ PYTHON = Grammar(
     terminal=_words("-m"),
     forbidden={"-c": INLINE, "-i": "starts an interactive interpreter reading the MCP protocol stream",
                "-J": "is not a CPython option"},
-    clusters=True, short_attached=True, long_equals=False,
+    clusters=True, short_attached=True, long_equals=False, dash_values=True,
 )
 
 NODE = Grammar(
@@ -372,7 +374,8 @@ NODE = Grammar(
     aliases={"-C": "--conditions"},
     forbidden={
         "-e": INLINE, "--eval": INLINE, "-p": INLINE, "--print": INLINE, "-pe": INLINE,
-        "-i": "starts the REPL on the MCP protocol stream", "--interactive": "starts the REPL on the MCP protocol stream",
+        "-i": "starts the REPL on the MCP protocol stream",
+        "--interactive": "starts the REPL on the MCP protocol stream",
         "-r": "preloads a module before the server", "--require": "preloads a module before the server",
         "--import": "preloads a module before the server", "--loader": "installs a module loader",
         "--experimental-loader": "installs a module loader",
@@ -395,10 +398,13 @@ NODE = Grammar(
     underscores=True,
 )
 
+# npx first scans its options itself (npm/bin/npx-cli.js): an option that is not one of npm's boolean settings (by
+# exact name: `--no-fund` is not `fund`) takes the next argument as its value, and the first operand starts the
+# package's argv. Only options both that scan and npm's own parser read the same way are listed.
 NPM = Grammar(
     "npx",
-    flags=_words("-y --yes --no --no-install -q --quiet --silent -s --prefer-offline --prefer-online --offline "
-                 "--no-update-notifier --no-fund --no-audit --ignore-scripts --legacy-peer-deps --no-color"),
+    flags=_words("-y --yes --no-install -q --quiet --silent -s --prefer-offline --prefer-online --offline "
+                 "--ignore-scripts --legacy-peer-deps"),
     valued=_words("-p --package --loglevel --registry"),
     optional=frozenset(),
     aliases={"-p": "--package"},
@@ -411,6 +417,10 @@ NPM = Grammar(
                "--cache": "changes where npx finds installed packages"},
     clusters=True, cluster_values=False, short_equals=True,
 )
+
+# `npm exec` is parsed by npm alone (nopt): there `-p` is --parseable, so the package is named with --package=.
+NPM_EXEC = Grammar(**{**NPM.__dict__, "name": "npm", "valued": NPM.valued - {"-p"},
+                      "aliases": {k: v for k, v in NPM.aliases.items() if k != "-p"}})
 
 BUNX = Grammar(
     "bunx",
@@ -470,7 +480,8 @@ DENO = Grammar(
     forbidden={"--config": "reads deno settings (import maps, tasks) from a file",
                "-c": "reads deno settings (import maps, tasks) from a file",
                "--import-map": "redirects module loading through a file",
-               "--env-file": "reads environment variables from a file", "--env": "reads environment variables from a file",
+               "--env-file": "reads environment variables from a file",
+               "--env": "reads environment variables from a file",
                "--preload": "preloads a module before the script", "--require": "preloads a module before the script",
                "--inspect": "opens a debugger port that runs any code sent to it",
                "--inspect-brk": "opens a debugger port that runs any code sent to it",
@@ -515,7 +526,8 @@ BUN_SUBCOMMANDS = frozenset("""
 MODULE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 # A registry package, as npm reads it: [@scope/]name[@version-or-range-or-tag] (no git, URL, path or alias).
-NPM_SPEC_RE = re.compile(r"((?:@[A-Za-z0-9][A-Za-z0-9._~-]*/)?[A-Za-z0-9][A-Za-z0-9._~-]*)(?:@([A-Za-z0-9.^~<>=|*+ -]+))?\Z")
+NPM_SPEC_RE = re.compile(
+    r"((?:@[A-Za-z0-9][A-Za-z0-9._~-]*/)?[A-Za-z0-9][A-Za-z0-9._~-]*)(?:@([A-Za-z0-9.^~<>=*+-]+))?\Z")
 BIN_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+-]*\Z")
 UVX_COMMAND_RE = re.compile(r"([A-Za-z0-9][A-Za-z0-9._+-]*)(?:@[A-Za-z0-9.*+!=<>~,-]+)?\Z")
 PYTHON_REQUEST_RE = re.compile(
@@ -585,13 +597,18 @@ def resolved(command: str) -> str | None:
     return os.path.realpath(path)
 
 
-def _program_path(path: str, shown: str) -> str:
+def _program_path(path: str, shown: str, cwd: str = "") -> str:
     """A script or program path, refused when it names a device or process file (stdin among them) or climbs out
-    of the server's directory; returns the path to judge (symlinks followed when it exists here)."""
+    of the server's directory; returns the path to judge (against `cwd` when a runner changed directory; symlinks
+    followed when it exists here)."""
     if not path:
         raise Refused(f"{shown}: an empty program path")
     if path == "-":
         raise Refused(f"{shown} {STDIN}")
+    if cwd and not path.startswith("/"):
+        if ".." in PurePosixPath(path).parts:
+            raise Refused(f"{shown}: the program path {path[:80]!r} climbs out of its directory")
+        path = os.path.join(cwd, path)
     pure = PurePosixPath(path)
     if not pure.is_absolute() and ".." in pure.parts:
         raise Refused(f"{shown}: the program path {path[:80]!r} climbs out of the server's directory")
@@ -613,6 +630,11 @@ def _installed_runner(path: str, shown: str, family: str) -> None:
             package = parts[index + 1]
             if package.startswith("@") and index + 2 < len(parts):
                 package += "/" + parts[index + 2]
+            if package == ".bin" and index + 2 < len(parts):  # node_modules/.bin/<program>: a package's program
+                package = parts[index + 2]
+                if family_of(package) or refused_program(package):
+                    raise Refused(f"{shown}: {path[:120]} is the program {package}, which runs code or commands "
+                                  f"named on its command line")
             if package.lower() in JS_RUNNER_PACKAGES:
                 raise Refused(f"{shown}: {path[:120]} belongs to {package}, which runs code or commands named on "
                               f"its command line")
@@ -622,14 +644,15 @@ def _installed_runner(path: str, shown: str, family: str) -> None:
             top = re.sub(r"\.py[cw]?$", "", parts[packages[-1] + 1])
             if why := python_module_refusal(top):
                 raise Refused(f"{shown}: {path[:120]} is part of {why}")
-        elif any(re.fullmatch(r"python[0-9]+(?:\.[0-9]+)*t?", part) and index and parts[index - 1] in ("lib", "lib64")
-                 for index, part in enumerate(parts[:-1])):
+        elif any(re.fullmatch(r"python[0-9.]*t?\.zip", part) or re.fullmatch(r"python[0-9]+(?:\.[0-9]+)*t?", part)
+                 and index and parts[index - 1] in ("lib", "lib64") for index, part in enumerate(parts[:-1])):
             raise Refused(f"{shown}: {path[:120]} is a standard-library module run as a script (timeit, pdb, code, "
                           f"trace … turn their arguments into code); no MCP server lives there")
     if len(parts) >= 2 and parts[-2] in ("bin", "sbin", "libexec"):
-        if family_of(parts[-1]) or (why := refused_program(parts[-1])):
-            raise Refused(f"{shown}: {path[:120]} is " + (f"the {family_of(parts[-1])} launcher itself, not a server "
-                                                           f"script" if family_of(parts[-1]) else why))
+        if family := family_of(parts[-1]):
+            raise Refused(f"{shown}: {path[:120]} is the {family} launcher itself, not a server script")
+        if why := refused_program(parts[-1]):
+            raise Refused(f"{shown}: {path[:120]}: {why}")
 
 
 def python_module_refusal(module: str) -> str | None:
@@ -644,7 +667,23 @@ def python_module_refusal(module: str) -> str | None:
 
 
 # --- the families ------------------------------------------------------------------------------------------------
-def _python(args: Sequence[str], depth: int, shown: str) -> None:
+@dataclass(frozen=True)
+class Ctx:
+    """Where a parse is: how many runners deep, and the directory relative program paths resolve against when a
+    runner changed it (`uv --directory /usr/lib/python3.11 run timeit.py` runs the stdlib's timeit)."""
+
+    depth: int = 0
+    cwd: str = ""
+
+    def deeper(self) -> "Ctx":
+        return Ctx(self.depth + 1, self.cwd)
+
+    def within(self, directory: str) -> "Ctx":
+        return Ctx(self.depth, os.path.normpath(os.path.join(self.cwd, directory)) if self.cwd or
+                   directory.startswith("/") else directory)
+
+
+def _python(args: Sequence[str], ctx: Ctx, shown: str) -> None:
     options, index = scan(args, _named(PYTHON, shown))
     for name, value in options:
         value = value or ""
@@ -657,20 +696,18 @@ def _python(args: Sequence[str], depth: int, shown: str) -> None:
         if name == "-X" and value.partition("=")[0] not in PYTHON_XOPTIONS:
             raise Refused(f"{shown} -X {value[:60]}: only diagnostic -X options are allowed "
                           f"({', '.join(sorted(PYTHON_XOPTIONS))})")
-        if name == "-W":
-            fields = value.split(":")
-            if len(fields) > 5 or fields[0] not in WARNING_ACTIONS or (len(fields) > 2 and "." in fields[2]):
-                raise Refused(f"{shown} -W {value[:60]}: a warning filter whose category names a module imports "
-                              f"that module; use a built-in category")
+        if name == "-W" and "." in (value.split(":") + ["", "", ""])[2]:
+            raise Refused(f"{shown} -W {value[:60]}: a warning filter whose category names a module imports that "
+                          f"module at startup; use a built-in category")
         if name == "--check-hash-based-pycs" and value not in ("always", "default", "never"):
             raise Refused(f"{shown} --check-hash-based-pycs takes always, default or never")
     if index >= len(args):
         raise Refused(f"{shown} without a script {STDIN}")
-    script = _program_path(args[index], shown)
+    script = _program_path(args[index], shown, ctx.cwd)
     _installed_runner(script, shown, "python")
 
 
-def _js_entry(entry: str, shown: str, *, urls: bool) -> None:
+def _js_entry(entry: str, shown: str, ctx: Ctx, *, urls: bool) -> None:
     """A node / deno / bun program operand: a file (or, for deno, a remote module), never inline code or stdin."""
     if entry == "-":
         raise Refused(f"{shown} - {STDIN}")
@@ -692,15 +729,15 @@ def _js_entry(entry: str, shown: str, *, urls: bool) -> None:
             return  # a remote module: a package, like npx's
         else:
             raise Refused(f"{shown}: {entry[:60]!r} is not a file path")
-    path = _program_path(entry, shown)
+    path = _program_path(entry, shown, ctx.cwd)
     _installed_runner(path, shown, "node")
 
 
-def _node(args: Sequence[str], depth: int, shown: str) -> None:
+def _node(args: Sequence[str], ctx: Ctx, shown: str) -> None:
     _, index = scan(args, _named(NODE, shown))
     if index >= len(args):
         raise Refused(f"{shown} without a script starts the REPL, which {STDIN}")
-    _js_entry(args[index], shown, urls=False)
+    _js_entry(args[index], shown, ctx, urls=False)
 
 
 def _npm_spec(spec: str, shown: str) -> str:
@@ -713,7 +750,7 @@ def _npm_spec(spec: str, shown: str) -> str:
     return match.group(1)
 
 
-def _package_runner(options: Options, operands: Sequence[str], depth: int, shown: str) -> None:
+def _package_runner(options: Options, operands: Sequence[str], ctx: Ctx, shown: str) -> None:
     """npx / npm exec / bunx after their options: `--package` specs, then the package (or, with --package, the
     command) and its own argv."""
     packages = [value or "" for name, value in options if name == "--package"]
@@ -725,7 +762,7 @@ def _package_runner(options: Options, operands: Sequence[str], depth: int, shown
     if packages:
         if not BIN_NAME_RE.match(first):
             raise Refused(f"{shown}: {first[:80]!r} is not a command name (a path runs a host program)")
-        run_command(first, rest, depth, shown)
+        run_command(first, rest, ctx, shown)
         return
     name = _npm_spec(first, shown)
     if name.lower() in JS_RUNNER_PACKAGES:
@@ -735,19 +772,19 @@ def _package_runner(options: Options, operands: Sequence[str], depth: int, shown
     if "/" not in first and (path := host_program(first)) and not family_of(first):
         raise Refused(f"{shown} {first[:60]}: {shown} would run the host program {path}, not a package; make it a "
                       f"launcher of its own if that is meant")
-    run_command(name.rsplit("/", 1)[-1], rest, depth, shown, host_checked=True)
+    run_command(name.rsplit("/", 1)[-1], rest, ctx, shown, host_checked=True)
 
 
-def _npx(args: Sequence[str], depth: int, shown: str) -> None:
+def _npx(args: Sequence[str], ctx: Ctx, shown: str) -> None:
     options, index = scan(args, _named(NPM, shown))
-    _package_runner(options, args[index:], depth, shown)
+    _package_runner(options, args[index:], ctx, shown)
 
 
-def _npm(args: Sequence[str], depth: int, shown: str) -> None:
+def _npm(args: Sequence[str], ctx: Ctx, shown: str) -> None:
     """npm reads its options anywhere before `--`; only `npm exec` / `npm x` start a server."""
     options: Options = []
     operands: list[str] = []
-    grammar, i = _named(NPM, shown), 0
+    grammar, i = _named(NPM_EXEC, shown), 0
     while i < len(args):
         token = args[i]
         if token == "--":
@@ -762,18 +799,21 @@ def _npm(args: Sequence[str], depth: int, shown: str) -> None:
     if not operands or operands[0] not in ("exec", "x"):
         raise Refused(f"{shown} {operands[0][:40] if operands else ''}: only `npm exec` starts a server (npm's other "
                       f"commands run package scripts through a shell)")
-    _package_runner(options, operands[1:], depth, f"{shown} exec")
+    _package_runner(options, operands[1:], ctx, f"{shown} exec")
 
 
-def _uv_values(options: Options, shown: str) -> str | None:
-    """Check uv option values; returns the terminal option used (-m / --script), if any."""
+def _uv_values(options: Options, shown: str, ctx: Ctx) -> tuple[str | None, Ctx]:
+    """Check uv option values: (the terminal option used, -m / --script, if any; the context, whose directory
+    `--directory` / `--project` change)."""
     for name, value in options:
         value = value or ""
         if name in ("--python", "-p") and not PYTHON_REQUEST_RE.match(value):
             raise Refused(f"{shown} {name} {value[:60]!r}: give a Python version (3.12, >=3.11, cpython@3.12), not "
                           f"a path or program name")
         if name in ("--directory", "--project", "--with-editable", "--cache-dir"):
-            _program_path(value, shown)
+            _program_path(value, shown, ctx.cwd)
+            if name in ("--directory", "--project"):
+                ctx = ctx.within(value)
         if name in ("--from", "--with", "-w") and (not value or value.startswith("-")):
             raise Refused(f"{shown} {name}: a package requirement")
         if name in ("-m", "--module"):
@@ -781,66 +821,68 @@ def _uv_values(options: Options, shown: str) -> str | None:
                 raise Refused(f"{shown} {name}: {value[:60]!r} is not a module name")
             if why := python_module_refusal(value):
                 raise Refused(f"{shown} {name} {value[:60]}: refused, it is {why}")
-            return name
+            return name, ctx
         if name in ("-s", "--script", "--gui-script"):
-            _installed_runner(_program_path(value, shown), shown, "python")
-            return name
-    return None
+            _installed_runner(_program_path(value, shown, ctx.cwd), shown, "python")
+            return name, ctx
+    return None, ctx
 
 
-def _uv(args: Sequence[str], depth: int, shown: str) -> None:
+def _uv(args: Sequence[str], ctx: Ctx, shown: str) -> None:
     grammar = _named(UV, shown)
     options, index = scan(args, grammar)
-    _uv_values(options, shown)
-    if index < len(args) and args[index] == "run":
-        _uv_run(args[index + 1:], depth, f"{shown} run")
+    terminal, ctx = _uv_values(options, shown, ctx)
+    if terminal is None and index < len(args) and args[index] == "run":
+        _uv_run(args[index + 1:], ctx, f"{shown} run")
         return
-    if index < len(args) and args[index] == "tool":
+    if terminal is None and index < len(args) and args[index] == "tool":
         options, after = scan(args, grammar, index + 1)
-        _uv_values(options, shown)
-        if after < len(args) and args[after] == "run":
-            _uvx(args[after + 1:], depth, f"{shown} tool run")
+        terminal, ctx = _uv_values(options, shown, ctx)
+        if terminal is None and after < len(args) and args[after] == "run":
+            _uvx(args[after + 1:], ctx, f"{shown} tool run")
             return
     what = args[index] if index < len(args) else ""
     raise Refused(f"{shown} {what[:40]}: only `uv run` and `uv tool run` start a server")
 
 
-def _run_operand(command: str, rest: Sequence[str], depth: int, shown: str) -> None:
+def _run_operand(command: str, rest: Sequence[str], ctx: Ctx, shown: str) -> None:
     """`uv run` / `pipx run` operand: a Python script file, or a command."""
     if command == "-":
         raise Refused(f"{shown} - {STDIN}")
     if SCHEME_RE.match(command) and "/" in command:
         raise Refused(f"{shown}: {command[:80]!r} runs a script fetched from a URL; install it as a package")
     if command.endswith((".py", ".pyw")):
-        _installed_runner(_program_path(command, shown), shown, "python")
+        _installed_runner(_program_path(command, shown, ctx.cwd), shown, "python")
         return
     if "/" in command:
         raise Refused(f"{shown}: {command[:80]!r} runs a program file directly; make it a launcher of its own")
-    run_command(command, rest, depth, shown)
+    run_command(command, rest, ctx, shown)
 
 
-def _uv_run(args: Sequence[str], depth: int, shown: str) -> None:
+def _uv_run(args: Sequence[str], ctx: Ctx, shown: str) -> None:
     options, index = scan(args, _named(UV, shown))
-    if _uv_values(options, shown):
+    terminal, ctx = _uv_values(options, shown, ctx)
+    if terminal:
         return
     if index >= len(args):
         raise Refused(f"{shown} needs a command or script")
-    _run_operand(args[index], args[index + 1:], depth, shown)
+    _run_operand(args[index], args[index + 1:], ctx, shown)
 
 
-def _uvx(args: Sequence[str], depth: int, shown: str) -> None:
+def _uvx(args: Sequence[str], ctx: Ctx, shown: str) -> None:
     options, index = scan(args, _named(UV, shown))
-    if _uv_values(options, shown):
+    terminal, ctx = _uv_values(options, shown, ctx)
+    if terminal:
         raise Refused(f"{shown}: -m / --script belong to `uv run`")
     if index >= len(args):
         raise Refused(f"{shown} needs a command")
     match = UVX_COMMAND_RE.match(args[index])
     if not match:
         raise Refused(f"{shown}: {args[index][:80]!r} is not a tool name (name or name@version)")
-    run_command(match.group(1), args[index + 1:], depth, shown)
+    run_command(match.group(1), args[index + 1:], ctx, shown)
 
 
-def _pipx(args: Sequence[str], depth: int, shown: str) -> None:
+def _pipx(args: Sequence[str], ctx: Ctx, shown: str) -> None:
     grammar = _named(PIPX, shown)
     _, index = scan(args, grammar)
     if index >= len(args) or args[index] != "run":
@@ -851,10 +893,10 @@ def _pipx(args: Sequence[str], depth: int, shown: str) -> None:
             raise Refused(f"{shown} --python {str(value)[:60]!r}: give a Python version, not a path or program")
     if index >= len(args):
         raise Refused(f"{shown} run needs an app")
-    _run_operand(args[index], args[index + 1:], depth, f"{shown} run")
+    _run_operand(args[index], args[index + 1:], ctx, f"{shown} run")
 
 
-def _deno(args: Sequence[str], depth: int, shown: str) -> None:
+def _deno(args: Sequence[str], ctx: Ctx, shown: str) -> None:
     grammar = _named(DENO, shown)
     _, index = scan(args, grammar)
     if index < len(args) and args[index] == "run":
@@ -862,18 +904,19 @@ def _deno(args: Sequence[str], depth: int, shown: str) -> None:
     elif index < len(args) and args[index] in DENO_SUBCOMMANDS:
         sub = args[index]
         why = {"eval": INLINE, "repl": f"starts the REPL, which {STDIN}",
-               "task": "runs a task's command line through a shell"}.get(sub, "only `deno run` (or a script) starts a server")
+               "task": "runs a task's command line through a shell"}.get(sub, "only `deno run` (or a script) "
+                                                                              "starts a server")
         raise Refused(f"{shown} {sub}: {why}")
     if index >= len(args):
         raise Refused(f"{shown} without a script starts the REPL, which {STDIN}")
-    _js_entry(args[index], shown, urls=True)
+    _js_entry(args[index], shown, ctx, urls=True)
 
 
-def _bun(args: Sequence[str], depth: int, shown: str) -> None:
+def _bun(args: Sequence[str], ctx: Ctx, shown: str) -> None:
     grammar = _named(BUN, shown)
     _, index = scan(args, grammar)
     if index < len(args) and args[index] == "x":
-        _bunx(args[index + 1:], depth, f"{shown} x")
+        _bunx(args[index + 1:], ctx, f"{shown} x")
         return
     if index < len(args) and args[index] == "run":
         _, index = scan(args, grammar, index + 1)
@@ -885,12 +928,12 @@ def _bun(args: Sequence[str], depth: int, shown: str) -> None:
     if target != "-" and not SCHEME_RE.match(target) and "/" not in target and not target.endswith(JS_EXTENSIONS):
         raise Refused(f"{shown}: {target[:80]!r} is not a script file (by name bun runs package.json scripts, through "
                       f"a shell, and programs); give the file's path")
-    _js_entry(target, shown, urls=False)
+    _js_entry(target, shown, ctx, urls=False)
 
 
-def _bunx(args: Sequence[str], depth: int, shown: str) -> None:
+def _bunx(args: Sequence[str], ctx: Ctx, shown: str) -> None:
     options, index = scan(args, _named(BUNX, shown))
-    _package_runner(options, args[index:], depth, shown)
+    _package_runner(options, args[index:], ctx, shown)
 
 
 def _named(grammar: Grammar, shown: str) -> Grammar:
@@ -898,20 +941,20 @@ def _named(grammar: Grammar, shown: str) -> Grammar:
     return grammar if grammar.name == shown else Grammar(**{**grammar.__dict__, "name": shown})
 
 
-FAMILIES: dict[str, Callable[[Sequence[str], int, str], None]] = {
+FAMILIES: dict[str, Callable[[Sequence[str], Ctx, str], None]] = {
     "python": _python, "node": _node, "npx": _npx, "npm": _npm, "uv": _uv, "uvx": _uvx, "pipx": _pipx,
     "deno": _deno, "bun": _bun, "bunx": _bunx,
 }
 
 
-def run_command(name: str, rest: Sequence[str], depth: int, via: str, *, host_checked: bool = False) -> None:
+def run_command(name: str, rest: Sequence[str], ctx: Ctx, via: str, *, host_checked: bool = False) -> None:
     """A command a package runner starts: an interpreter family is judged by its own model; shells, wrappers and
     code runners are refused; a host program is refused (the runner would reach any program on PATH)."""
-    if depth >= MAX_DEPTH:
+    if ctx.depth >= MAX_DEPTH:
         raise Refused(f"{via}: too many runners inside each other")
     family = family_of(name)
     if family is not None:
-        FAMILIES[family](rest, depth + 1, f"{via} {name}")
+        FAMILIES[family](rest, ctx.deeper(), f"{via} {name}")
         return
     if why := refused_program(name):
         raise Refused(f"{via} {name}: refused, {why}")
@@ -931,7 +974,8 @@ def launcher_refusal(command: str) -> str | None:
         if why := refused_program(real):
             return f"{command} is {real}, and {why}: it can't be an MCP launcher"
         named, real_family = family_of(command), family_of(real)
-        if named and real_family and named != real_family:
+        same = {"bunx": "bun", "uvx": "uv", "npx": "npm"}  # installed as links to (or scripts of) the other
+        if named and real_family and same.get(named, named) != same.get(real_family, real_family):
             return f"{command} is {real}, a {real_family} launcher, not {named}"
     return None
 
@@ -953,7 +997,7 @@ def launch_refusal(command: str, args: Sequence[str], denied_args: Sequence[str]
     family = launch_family(command)
     try:
         if family is not None:
-            FAMILIES[family](list(args), 0, command.rsplit("/", 1)[-1])
+            FAMILIES[family](list(args), Ctx(), command.rsplit("/", 1)[-1])
             return None
         for index, arg in enumerate(args):
             following = args[index + 1] if index + 1 < len(args) else ""

@@ -15,6 +15,10 @@ class TeamsAppConfig(AppConfig):
                                        permission=("teams_app.view_teamtask", "teams_app.view_teammessage"))
         websocket_staff_group_register(r"teams", permission=(
             "teams_app.view_teamtask", "teams_app.view_delegation", "teams_app.view_handoffroute"))
+        # an agent's group also carries its tasks, mailbox messages, handoffs and delegations
+        websocket_staff_group_register(r"agent\.[a-z0-9_-]{1,64}", permission=(
+            "teams_app.view_teamtask", "teams_app.view_teammessage", "teams_app.view_delegation",
+            "teams_app.view_handoffroute"))
         schedule_register("team board sweep", "teams_app.tasks.board_sweep", "* * * * *")  # every minute
         tools.register()  # team_tasks, team_message
         tools_delegation.register()  # handoff, delegate

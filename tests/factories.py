@@ -19,7 +19,6 @@ def make_agent(**overrides):
 
 # --- people (docs/permissions.md) -------------------------------------------------------------------------------
 _people = itertools.count(1)
-PERSON_PASSWORD = "pw-person-12345"
 
 
 def permission_objects(names):
@@ -48,9 +47,9 @@ def people_group(name: str):
     return group
 
 
-def make_person(*permissions: str, username: str | None = None, groups=(), password: str = PERSON_PASSWORD, **fields):
+def make_person(*permissions: str, username: str | None = None, groups=(), password: str | None = None, **fields):
     """An active staff account holding exactly `permissions` (and the named groups' ones); no permission at all
-    when none is named."""
+    when none is named. Without `password` it cannot log in with one (tests use force_login; no slow hashing)."""
     from django.contrib.auth import get_user_model
 
     user = get_user_model().objects.create_user(username or f"person-{next(_people)}", password=password,

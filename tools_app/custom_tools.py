@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import re
 import shlex
 from dataclasses import dataclass
@@ -30,6 +31,8 @@ from tools_app.security.template_check import (
     cross_check,
     verify_script,
 )
+
+logger = logging.getLogger("goclaw.custom_tools")
 
 # `{{.key}}`, spaces allowed inside the braces (`{{ .key }}`), Go-template style.
 PLACEHOLDER_RE = re.compile(r"\{\{\s*\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
@@ -120,14 +123,23 @@ def compile_template(template: str) -> CompiledTemplate:
     if ARG_ENV_PREFIX in template:
         raise TemplateError(f"names starting with {ARG_ENV_PREFIX} are reserved for the variables goclaw passes the "
                             "arguments in: use {{.name}} placeholders")
+    if not PLACEHOLDER_RE.search(template):
+        return CompiledTemplate(template, template, (), ())  # no value reaches it: nothing to place
+    # Browsers send textarea lines with CRLF; /bin/sh would read each CR as part of a word, tree-sitter as a blank.
+    template = template.replace("\r\n", "\n")
+    control = next((ch for ch in template if ch < " " and ch not in "\n\t" or ch == "\x7f"), None)
+    if control is not None:
+        raise TemplateError(f"the command holds a control character ({control!r}), which /bin/sh and goclaw's "
+                            "parser read differently: remove it")
     matches = list(PLACEHOLDER_RE.finditer(template))
-    if not matches:
-        return CompiledTemplate(template, template, (), ())
     sites = [Site(m.start(), m.end(), m.group(1), argument_env_name(m.group(1))) for m in matches]
     try:
         contexts = check_template(template, sites)
     except TemplateRefused as exc:
         raise TemplateError("; ".join(exc.problems)) from None
+    except Exception:  # the analysis must never pass a template it could not finish: refuse instead
+        logger.exception("custom tool template analysis failed")
+        raise TemplateError("goclaw could not analyse where the placeholders land; simplify the command") from None
     script, pos = [], 0
     for site, context in zip(sites, contexts):
         script.append(template[pos:site.start])

@@ -1,5 +1,7 @@
 """Model signals: any change to a WebSocket principal (token, agent, staff user, session) tells its open sockets,
-after commit, to close (deleted / ended) or to re-check themselves (changed); see goclaw.consumers. Queryset
+after commit, to close (deleted / ended) or to re-check themselves (changed); see goclaw.consumers. A change to a
+person's permissions (their own, their groups', their group memberships) is a change of the person: their sockets
+re-check which staff groups they may still see (docs/permissions.md). Queryset
 `update()` sends no signal: services that revoke that way notify the sockets themselves, and the consumer's
 periodic re-check is the safety net for any other path.
 
@@ -62,7 +64,7 @@ def _permissions_changed(sender, instance, action, reverse, model, pk_set, **kwa
     if isinstance(instance, user_model):
         people = {instance.pk}
     elif model is user_model:  # from the group's or the permission's side, naming users
-        people = set(pk_set) if pk_set is not None else set(getattr(instance, "user_set").values_list("pk", flat=True))
+        people = set(pk_set) if pk_set is not None else set(instance.user_set.values_list("pk", flat=True))
     elif isinstance(instance, Group):  # a group's permissions
         people = set(instance.user_set.values_list("pk", flat=True))
     else:  # a permission given to or taken from groups
@@ -82,4 +84,5 @@ def connect() -> None:
     user_logged_out.connect(_logged_out, dispatch_uid="ws-principal-logout")
     user_model = get_user_model()
     for through in (user_model.user_permissions.through, user_model.groups.through, Group.permissions.through):
-        m2m_changed.connect(_permissions_changed, sender=through, dispatch_uid=f"ws-principal-permissions-{through.__name__}")
+        m2m_changed.connect(_permissions_changed, sender=through,
+                            dispatch_uid=f"ws-principal-permissions-{through.__name__}")

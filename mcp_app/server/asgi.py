@@ -1,7 +1,9 @@
 """The ASGI application `manage.py up` serves under uvicorn on GOCLAW_MCP_PORT: `/mcp` only. A thin layer in front
-of the SDK's session manager: it authenticates every request (agent bearer token, 401 with the error envelope),
-finds the session in PostgreSQL (another agent's session id is answered 404 as if unknown), records sessions as
-they open and end, and runs the catalog watcher that sends `notifications/tools/list_changed`."""
+of the SDK's session manager: it refuses a foreign Host or browser Origin first (DNS-rebinding protection,
+mcp_app.server.security), authenticates every request (agent bearer token, 401 with the error envelope), finds the
+session in PostgreSQL (another agent's session id is answered 404 as if unknown), records sessions as they open and
+end, and runs the catalog watcher that sends `notifications/tools/list_changed`. Every JSON-RPC error it or the SDK
+answers carries the request's id when the body could be read far enough to have one (JSON-RPC 2.0)."""
 from __future__ import annotations
 
 import json
@@ -27,6 +29,7 @@ from mcp_app.server import services  # noqa: E402
 from mcp_app.server.context import call_context, raw_context_from_headers  # noqa: E402
 from mcp_app.server.handlers import build_server, catalog_changed, catalog_fingerprint, in_thread  # noqa: E402
 from mcp_app.server.manager import RevivingSessionManager, json_answer, session_id_of  # noqa: E402
+from mcp_app.server.security import host_allowed, origin_allowed  # noqa: E402
 from tools_app.services.agents import token_active  # noqa: E402
 
 logger = logging.getLogger("goclaw.mcp.server")
@@ -46,9 +49,89 @@ async def send_error(send, status: int, code: str, message: str, details=None, h
     await _send_json(send, status, {"error": {"code": code, "message": message, "details": details}}, headers)
 
 
-async def send_jsonrpc_error(send, status: int, code: int, message: str, data=None) -> None:
+# Who a JSON-RPC error answers: (is a batch, ids). One answer: [its request's id, or None when it could not be read].
+# A batch: one id per member that expects an answer (an invalid member: None); empty means "answer with one null id".
+ErrorAddress = tuple[bool, list]
+UNREAD: ErrorAddress = (False, [None])
+_UNPARSED = object()
+
+
+def _valid_id(value) -> bool:
+    return value is None or isinstance(value, str) or (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
+def _member_id(member):
+    """A request's id (None when the member is not a valid request or its id is not a valid id)."""
+    if isinstance(member, dict) and isinstance(member.get("method"), str) and _valid_id(member.get("id")):
+        return member.get("id")
+    return None
+
+
+def _expects_answer(member) -> bool:
+    """Notifications and responses are never answered; requests and invalid members are (JSON-RPC 2.0 §6)."""
+    if not isinstance(member, dict):
+        return True
+    if isinstance(member.get("method"), str):
+        return "id" in member
+    return not ("result" in member or "error" in member)
+
+
+def error_address(parsed) -> ErrorAddress:
+    """Where a JSON-RPC error about this (parsed) body goes: the request's id, each batch member's, or null."""
+    if isinstance(parsed, list) and parsed:
+        ids = [_member_id(member) for member in parsed if _expects_answer(member)]
+        return (True, ids) if ids else UNREAD
+    if isinstance(parsed, dict):
+        return False, [_member_id(parsed)]
+    return UNREAD
+
+
+def jsonrpc_error_body(error: dict, address: ErrorAddress):
+    is_batch, ids = address
+    answers = [{"jsonrpc": "2.0", "id": request_id, "error": error} for request_id in ids]
+    return answers if is_batch else answers[0]
+
+
+async def send_jsonrpc_error(send, status: int, code: int, message: str, data=None, *,
+                             address: ErrorAddress = UNREAD) -> None:
     error = {"code": code, "message": message, **({"data": data} if data is not None else {})}
-    await _send_json(send, status, {"jsonrpc": "2.0", "id": None, "error": error})
+    await _send_json(send, status, jsonrpc_error_body(error, address))
+
+
+def addressing_errors(send, address: ErrorAddress):
+    """`send` with the SDK's JSON-RPC error answers (which always say `"id": null`) re-addressed to the request: an
+    error status with a JSON body is held until complete, its id(s) filled in, then sent. Other answers pass."""
+    if address == UNREAD:
+        return send
+    held: dict | None = None
+    chunks: list[bytes] = []
+
+    async def addressed(message):
+        nonlocal held
+        if message["type"] == "http.response.start":
+            content_type = next((v for k, v in message.get("headers", []) if k.lower() == b"content-type"), b"")
+            if message["status"] >= 400 and content_type.startswith(b"application/json"):
+                held = message
+                return
+        elif held is not None and message["type"] == "http.response.body":
+            chunks.append(message.get("body", b""))
+            if message.get("more_body"):
+                return
+            body = b"".join(chunks)
+            try:
+                answer = json.loads(body)
+            except ValueError:
+                answer = None
+            if isinstance(answer, dict) and answer.get("jsonrpc") == "2.0" and "error" in answer and answer.get("id") is None:
+                body = json.dumps(jsonrpc_error_body(answer["error"], address)).encode()
+            headers = [(k, v) for k, v in held.get("headers", []) if k.lower() != b"content-length"]
+            start, held = {**held, "headers": [*headers, (b"content-length", str(len(body)).encode())]}, None
+            await send(start)
+            await send({"type": "http.response.body", "body": body})
+            return
+        await send(message)
+
+    return addressed
 
 
 async def _read_body(receive, limit: int) -> bytes | None:
@@ -79,13 +162,21 @@ def _replay(body: bytes, receive):
     return replay
 
 
-def _json_message(body: bytes) -> dict | None:
-    """The JSON-RPC request or notification a POST body holds, else None (the SDK answers malformed ones)."""
+def _parsed(body: bytes):
+    """The JSON a POST body holds, else _UNPARSED (the SDK answers malformed bodies)."""
     try:
-        message = json.loads(body)
+        return json.loads(body)
     except (ValueError, RecursionError):
-        return None
-    return message if isinstance(message, dict) and isinstance(message.get("method"), str) else None
+        return _UNPARSED
+
+
+def _json_message(parsed) -> dict | None:
+    """The JSON-RPC request or notification a parsed POST body holds, else None."""
+    return parsed if isinstance(parsed, dict) and isinstance(parsed.get("method"), str) else None
+
+
+def _header_values(scope, name: bytes) -> list[str]:
+    return [v.decode("latin-1") for k, v in scope["headers"] if k == name]
 
 
 def _wants_progress(message: dict) -> bool:
@@ -134,17 +225,29 @@ class MCPApplication:
         await send({"type": "lifespan.shutdown.complete"})
 
     async def http(self, scope, receive, send) -> None:
+        # First, before any work: a browser page of another site (DNS rebinding) or a Host that is not this server.
+        hosts = _header_values(scope, b"host")
+        if len(hosts) != 1 or not host_allowed(hosts[0]):
+            await send_error(send, 400, "disallowed_host", "the Host header does not name this server (ALLOWED_HOSTS)")
+            return
+        origins = _header_values(scope, b"origin")
+        if not all(origin_allowed(origin) for origin in origins):
+            await send_error(send, 403, "origin_not_allowed", "requests from this Origin are refused (DNS-rebinding "
+                             "protection); allow it with GOCLAW_MCP_ALLOWED_ORIGINS")
+            return
         if scope["path"].rstrip("/") != PATH:
             await send_error(send, 404, "not_found", f"no route for {scope['path'][:200]}; the MCP endpoint is {PATH}")
             return
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-        message = None
+        message, address = None, UNREAD
         if scope["method"] == "POST":
             body = await _read_body(receive, DEFAULT_MAX_REQUEST_BODY_SIZE)
             if body is None:
                 await send_error(send, 413, "request_too_large", "request body is too large")
                 return
-            receive, message = _replay(body, receive), _json_message(body)
+            parsed = _parsed(body)
+            receive, message, address = _replay(body, receive), _json_message(parsed), error_address(parsed)
+            send = addressing_errors(send, address)
         header_context = raw_context_from_headers(headers)
         try:
             call_context(header_context)
@@ -165,13 +268,14 @@ class MCPApplication:
                              headers=[(b"www-authenticate", b'Bearer realm="goclaw"')])
             return
         if session_id is not None and caller.session is None:
-            await send_jsonrpc_error(send, 404, -32600, "Session not found")
+            await send_jsonrpc_error(send, 404, -32600, "Session not found", address=address)
             return
         version = headers.get("mcp-protocol-version")
         if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
             # goclaw serves the session (initialize) era: approvals and listChanged live on sessions.
             await send_jsonrpc_error(send, 400, UNSUPPORTED_PROTOCOL_VERSION, "Unsupported protocol version",
-                                     {"supported": list(HANDSHAKE_PROTOCOL_VERSIONS), "requested": version[:64]})
+                                     {"supported": list(HANDSHAKE_PROTOCOL_VERSIONS), "requested": version[:64]},
+                                     address=address)
             return
         scope["goclaw.caller"] = caller
         json_answer.set(message is not None and not caller.catalog_changed and not _wants_progress(message))

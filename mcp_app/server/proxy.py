@@ -1,6 +1,8 @@
 """`/mcp` on the main (gunicorn) port: a thin reverse proxy to the MCP server `up` runs on GOCLAW_MCP_PORT, for POST
 and DELETE, streaming the answer through as it comes (progress and notifications included). GET is declined with
-405, as the spec allows: a standalone SSE stream would hold a gunicorn thread for as long as the client keeps it."""
+405, as the spec allows: a standalone SSE stream would hold a gunicorn thread for as long as the client keeps it.
+A browser Origin that is not allowed is refused here first (DNS-rebinding protection, mcp_app.server.security);
+the Host Django validated and the Origin are passed on, so the MCP port checks the same request again."""
 from __future__ import annotations
 
 import http.client
@@ -12,11 +14,12 @@ from django.views.decorators.csrf import csrf_exempt
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 
 from goclaw.api import error_response
+from mcp_app.server.security import origin_allowed
 
 logger = logging.getLogger("goclaw.mcp.server")
 
 FORWARDED_REQUEST_HEADERS = ("authorization", "content-type", "accept", "mcp-session-id", "mcp-protocol-version",
-                             "last-event-id", "x-request-id")
+                             "last-event-id", "x-request-id", "origin")
 FORWARDED_RESPONSE_HEADERS = ("content-type", "mcp-session-id", "www-authenticate", "cache-control", "allow")
 CHUNK = 65536
 
@@ -27,12 +30,16 @@ def _upstream_host() -> str:
 
 
 def _headers(request) -> dict[str, str]:
-    return {name: value for name, value in request.headers.items()
-            if name.lower() in FORWARDED_REQUEST_HEADERS or name.lower().startswith("x-goclaw-")}
+    forwarded = {name: value for name, value in request.headers.items()
+                 if name.lower() in FORWARDED_REQUEST_HEADERS or name.lower().startswith("x-goclaw-")}
+    return {**forwarded, "Host": request.get_host()}  # validated by Django against ALLOWED_HOSTS
 
 
 @csrf_exempt
 def mcp_proxy(request):
+    if not origin_allowed(request.headers.get("Origin")):
+        return error_response(403, "origin_not_allowed", "requests from this Origin are refused (DNS-rebinding "
+                              "protection); allow it with GOCLAW_MCP_ALLOWED_ORIGINS")
     if request.method not in ("POST", "DELETE"):
         return error_response(405, "method_not_allowed", "this port answers MCP POST and DELETE only; open the "
                               f"standalone stream on the MCP port ({settings.MCP_PORT})", headers={"Allow": "POST, DELETE"})

@@ -95,7 +95,13 @@ def test_agents_and_anonymous_callers_may_not_export_or_import(rich, api, client
     assert api.get("/api/v1/config/export").status_code == 403
 
 
-def test_api_import_dry_run_for_staff_and_apply_for_superusers(rich, staff_api, superuser_api):
+def test_api_import_dry_run_with_the_export_permission_and_apply_with_the_apply_permission(rich, superuser_api):
+    from rest_framework.test import APIClient
+
+    from tests.factories import make_person
+
+    staff_api = APIClient()
+    staff_api.force_login(make_person("config_app.export_configuration"))
     document = config_export()
     document["agents"].append({"key": "delta"})
     body = yaml.safe_dump(document)
@@ -164,9 +170,10 @@ def test_the_admin_page_uploads_shows_the_diff_and_applies(rich, admin_client):
     assert again.status_code == 302  # a draft applies once
 
 
-def test_the_admin_page_shows_problems_and_plain_staff_cannot_apply(rich, client, django_user_model):
-    staff = django_user_model.objects.create_user("viewer", password="pw-viewer-123", is_staff=True)
-    client.force_login(staff)
+def test_the_admin_page_shows_problems_and_staff_without_the_apply_permission_cannot_apply(rich, client):
+    from tests.factories import make_person
+
+    client.force_login(make_person("config_app.export_configuration", username="viewer"))
     broken = client.post("/admin/config/", {"document": "version: 1\nagents:\n- key: x\n  sandbox_profile: nope\n"})
     assert "agents[0].sandbox_profile: no sandbox profile named" in broken.content.decode().replace("&#x27;", "'")
     fine = client.post("/admin/config/", {"document": "version: 1\nagents:\n- key: newcomer\n"})

@@ -24,7 +24,8 @@ OFF_BY_DEFAULT = "version: 1\nsandbox_profiles:\n- {name: wide-open, backend: ho
 
 
 def staff_with(django_user_model, name: str, *codenames: str):
-    """A staff member holding exactly these permissions (codenames of any app)."""
+    """A staff member holding exactly these permissions (codenames of any app). Applying a document also needs
+    export_configuration (docs/permissions.md): the tests below add it where they apply."""
     user = django_user_model.objects.create_user(name, password=f"pw-{name}-123", is_staff=True)
     user.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
     return django_user_model.objects.get(pk=user.pk)  # a fresh permission cache
@@ -66,7 +67,7 @@ def test_an_ordinary_variable_still_supplies_a_secret(rich, monkeypatch):
 
 
 def test_the_apply_permission_alone_cannot_switch_the_sandbox_off_for_every_agent(rich, django_user_model):
-    importer = api_as(staff_with(django_user_model, "importer", "apply_configuration"))
+    importer = api_as(staff_with(django_user_model, "importer", "export_configuration", "apply_configuration"))
     problems = problems_of(importer.post("/api/v1/config/import", data=OFF_BY_DEFAULT, content_type="application/yaml"))
     assert problems == [{"path": "sandbox_profiles[0]", "message": "you may not add sandbox profiles (needs the "
                                                                     "sandbox_app.add_sandboxprofile permission)"}]
@@ -74,8 +75,8 @@ def test_the_apply_permission_alone_cannot_switch_the_sandbox_off_for_every_agen
 
 
 def test_the_apply_permission_with_the_models_permissions_applies(rich, django_user_model):
-    importer = api_as(staff_with(django_user_model, "sandboxer", "apply_configuration", "add_sandboxprofile",
-                                 "change_sandboxprofile"))
+    importer = api_as(staff_with(django_user_model, "sandboxer", "export_configuration", "apply_configuration",
+                                 "add_sandboxprofile", "change_sandboxprofile"))
     applied = importer.post("/api/v1/config/import", data=OFF_BY_DEFAULT, content_type="application/yaml")
     assert applied.status_code == 200, applied.content
     assert SandboxProfile.objects.get(is_default=True).name == "wide-open"
@@ -130,8 +131,8 @@ def test_the_export_holds_no_token_password_hash_or_secret_value(rich, superuser
 
 
 def test_another_staff_members_draft_cannot_be_applied(rich, client, django_user_model):
-    author = staff_with(django_user_model, "author", "apply_configuration", "add_agent")
-    other = staff_with(django_user_model, "other", "apply_configuration", "add_agent")
+    author = staff_with(django_user_model, "author", "export_configuration", "apply_configuration", "add_agent")
+    other = staff_with(django_user_model, "other", "export_configuration", "apply_configuration", "add_agent")
     client.force_login(author)
     upload = io.BytesIO(b"version: 1\nagents:\n- key: smuggled\n")
     upload.name = "doc.yaml"

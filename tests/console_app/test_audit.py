@@ -210,6 +210,8 @@ def test_the_pages_are_for_staff_with_the_audit_view_permission(client, django_u
     client.force_login(staff)
     assert all(client.get(url).status_code == 403 for url in urls)
     staff.user_permissions.add(Permission.objects.get(codename="view_toolinvocation"))
+    assert [client.get(url).status_code for url in urls] == [200, 200, 403, 403]  # exporting needs export_audit
+    staff.user_permissions.add(Permission.objects.get(codename="export_audit"))
     assert all(client.get(url).status_code == 200 for url in urls)
     assert client.post(SEARCH).status_code == 405
 

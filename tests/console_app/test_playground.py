@@ -217,7 +217,7 @@ def test_hostile_tool_text_is_escaped(admin_client):
     assert "<b>bold</b>" not in ran and "&lt;b&gt;bold&lt;/b&gt;" in ran
 
 
-def test_only_staff_with_the_change_agent_permission_may_run(client, django_user_model):
+def test_only_staff_with_the_execute_as_agent_permission_may_run(client, django_user_model):
     agent = make_agent()
     viewer = django_user_model.objects.create_user("viewer", password="pw-viewer-1", is_staff=True)
     viewer.user_permissions.add(Permission.objects.get(codename="view_agent", content_type__app_label="tools_app"))

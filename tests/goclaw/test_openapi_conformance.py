@@ -137,8 +137,12 @@ def fuzz_agent(keep_test_transaction):
 
 
 @pytest.fixture
-def staff_user(keep_test_transaction, django_user_model):
-    return django_user_model.objects.create_user("fuzz-staff", password="pw-fuzz-123", is_staff=True)
+def staff_user(keep_test_transaction):
+    """A staff account holding every permission (the Administrators group), so each operation is fuzzed past the
+    permission check (tests/goclaw/test_permissions_matrix.py covers the refusals)."""
+    from tests.factories import make_administrator
+
+    return make_administrator(username="fuzz-staff")
 
 
 # MCP writes name servers and agents that must exist, and definitions the services check as a whole (launcher

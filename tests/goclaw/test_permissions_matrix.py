@@ -104,7 +104,8 @@ def implemented(view_class) -> list[str]:
     return [m.upper() for m in API_METHODS if hasattr(view_class, m)]
 
 
-API = [(url, cls, route) for url, cls, _, route in url_conf_views() if cls is not None and issubclass(cls, APIView)]
+ALL_API = [(url, cls, route) for url, cls, _, route in url_conf_views() if cls is not None and issubclass(cls, APIView)]
+API = [(url, cls, route) for url, cls, route in ALL_API if staff_reachable(cls)]  # agent-only ones: see below
 PAGES = [(url, callback, route) for url, cls, callback, route in url_conf_views() if cls is None]
 
 
@@ -138,8 +139,6 @@ def test_the_matrix_covers_the_api_the_pages_and_the_admin():
 
 @pytest.mark.parametrize("url, view_class, route", API, ids=[route for _, _, route in API])
 def test_a_staff_account_without_permissions_is_refused_every_api_method(nobody, url, view_class, route):
-    if not staff_reachable(view_class):
-        pytest.skip("not for staff (an agent-only endpoint: IsAgent)")  # counted by the structural test below
     for method in [*implemented(view_class), "OPTIONS"] + (["HEAD"] if hasattr(view_class, "get") else []):
         response = _send(nobody, method, url)
         assert response.status_code == 403, (method, url, response.content[:300])
@@ -187,8 +186,6 @@ def test_history_pages_do_not_tell_a_person_without_permission_whether_an_object
 def test_every_staff_api_view_declares_permissions_for_every_method_it_implements():
     problems = []
     for url, view_class, route in API:
-        if not staff_reachable(view_class):
-            continue
         spec = getattr(view_class, "staff_permissions", None)
         try:
             checked = authz.spec_check(spec, route)
@@ -200,8 +197,10 @@ def test_every_staff_api_view_declares_permissions_for_every_method_it_implement
     assert not problems
 
 
-def test_only_the_agents_own_endpoint_is_closed_to_staff_altogether():
-    assert [route for _, cls, route in API if not staff_reachable(cls)] == ["api/v1/agents/me"]
+def test_only_the_agents_own_endpoint_is_closed_to_staff_altogether(nobody):
+    assert [route for _, cls, route in ALL_API if not staff_reachable(cls)] == ["api/v1/agents/me"]
+    refused = nobody.get("/api/v1/agents/me")
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "permission_denied"
 
 
 def test_every_page_is_wrapped_by_the_permission_layer():
@@ -249,10 +248,7 @@ QUERY = {("api/v1/config/import", "POST"): "?dry_run=1"}  # applying also needs 
 
 @pytest.mark.parametrize("url, view_class, route", API, ids=[route for _, _, route in API])
 def test_holding_exactly_the_declared_permissions_is_enough_for_each_api_method(url, view_class, route):
-    spec = getattr(view_class, "staff_permissions", None)
-    if not spec:
-        pytest.skip("not for staff")
-    for method, permissions in spec.items():
+    for method, permissions in view_class.staff_permissions.items():
         client = _client(make_person(*permissions))
         response = _send(client, method, url + QUERY.get((route, method), ""))
         assert response.status_code != 403, (method, url, permissions, response.content[:300])

@@ -21,7 +21,9 @@ def strict_api(agent_token):
 
 @pytest.fixture
 def staff_session(django_user_model):
-    user = django_user_model.objects.create_user("staff-csrf", password="pw-staff-123", is_staff=True)
+    from tests.factories import make_person
+
+    user = make_person("tools_app.view_toolpolicy", username="staff-csrf")  # may use the scrubber
     client = APIClient(enforce_csrf_checks=True)
     client.force_login(user)
     return client

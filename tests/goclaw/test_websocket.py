@@ -82,13 +82,14 @@ async def test_events_of_other_agents_are_not_delivered():
     await communicator.disconnect()
 
 
-async def test_staff_session_from_allowed_origin_may_join_any_valid_group(client=None):
-    from django.contrib.auth import get_user_model
+async def test_staff_session_from_allowed_origin_may_join_a_group_it_holds_the_permission_of(client=None):
     from django.test import Client
+
+    from tests.factories import make_person
 
     @database_sync_to_async
     def session_cookie():
-        get_user_model().objects.create_user("ops", password="pw-ops-12345", is_staff=True)
+        make_person("tools_app.view_approvalrequest", username="ops", password="pw-ops-12345")
         c = Client()
         c.login(username="ops", password="pw-ops-12345")
         return c.cookies["sessionid"].value

@@ -50,7 +50,10 @@ async def _agent_socket(plain):
 
 @database_sync_to_async
 def _staff_login(username, **flags):
-    user = get_user_model().objects.create_user(username, password="pw-staff-12345", is_staff=True, **flags)
+    from tests.factories import make_person
+
+    # may watch approvals (docs/permissions.md): the group these tests subscribe to
+    user = make_person("tools_app.view_approvalrequest", username=username, password="pw-staff-12345", **flags)
     browser = Client()
     assert browser.login(username=username, password="pw-staff-12345")
     return user, browser

@@ -218,3 +218,141 @@ def test_an_unexpected_handler_failure_reaches_the_client_only_as_a_generic_inte
     with pytest.raises(MCPError) as refused:
         asyncio.run(contained(broken)(None, None))
     assert refused.value.code == -32603 and "internals" not in str(refused.value) and "/srv" not in str(refused.value)
+
+
+# --- DNS rebinding: Origin and Host, on the MCP port and through the main port's proxy ------------------------------
+def _foreign_origins(port: int) -> dict[str, str]:
+    return {
+        "another site": "http://evil.example",
+        "another site on the MCP port": f"http://evil.example:{port}",
+        "a rebound name that starts like ours": f"http://127.0.0.1.evil.example:{port}",
+        "user info before our host": f"http://evil.example@127.0.0.1:{port}",
+        "localhost as a subdomain": "https://localhost.evil.example",
+        "the opaque null origin": "null",
+        "a path after the host": f"http://127.0.0.1:{port}/mcp",
+        "two origins in one header": f"http://127.0.0.1:{port}, http://evil.example",
+        "another scheme": "chrome-extension://abcdefghijklmnop",
+        "an empty origin": "",
+    }
+
+
+def test_a_foreign_host_and_origin_are_refused_on_the_mcp_port_before_authentication(server):
+    """A page on evil.example rebound to 127.0.0.1 sends its own Host and Origin: refused even with a valid token
+    (the page would not have one, but nothing of the request is looked at first)."""
+    agent, token = agent_with_token()
+    rebound = {"Host": f"evil.example:{server.port}", "Origin": f"http://evil.example:{server.port}"}
+    answer = httpx.post(server.url, json=INIT, headers=headers_for(token, **rebound), timeout=30)
+    assert answer.status_code == 400 and answer.json()["error"]["code"] == "disallowed_host"
+    for origin in _foreign_origins(server.port).values():
+        for credentials in (headers_for(token), {"Content-Type": "application/json"}):
+            refused = httpx.post(server.url, json=INIT, headers={**credentials, "Origin": origin}, timeout=30)
+            assert refused.status_code == 403, (origin, refused.text)
+            assert refused.json()["error"]["code"] == "origin_not_allowed"
+    two_headers = httpx.post(server.url, json=INIT, timeout=30, headers=[
+        *headers_for(token).items(), ("Origin", f"http://127.0.0.1:{server.port}"), ("Origin", "http://evil.example")])
+    assert two_headers.status_code == 403
+    for method in ("GET", "DELETE"):
+        assert httpx.request(method, server.url, headers={**headers_for(token), "Origin": "http://evil.example"},
+                             timeout=30).status_code == 403
+
+
+@pytest.mark.parametrize("origin", [None, "http://127.0.0.1:{port}", "http://localhost:3000", "https://LOCALHOST",
+                                    "http://[::1]:{port}"])
+def test_clients_without_origin_and_pages_on_our_own_hosts_are_served(server, origin):
+    agent, token = agent_with_token()
+    extra = {} if origin is None else {"Origin": origin.format(port=server.port)}
+    answer = httpx.post(server.url, json=INIT, headers=headers_for(token, **extra), timeout=30)
+    assert answer.status_code == 200, answer.text
+
+
+def test_an_origin_listed_in_the_setting_is_served_and_others_still_refused(django_db_blocker, tmp_path):
+    from tests.mcp_app.test_mcp_server import UvicornProcess
+    from tests.servers import DaphneProcess, up_env
+
+    with django_db_blocker.unblock():
+        env = up_env(tmp_path / "var", DATABASE_URL=DaphneProcess.database_url(), GOCLAW_LOG_LEVEL="warning",
+                     GOCLAW_MCP_ALLOWED_ORIGINS="https://app.example.com,http://localhost:5173")
+    own = UvicornProcess(env, tmp_path / "uvicorn.log")
+    try:
+        own.wait_listening()
+        agent, token = agent_with_token()
+        for origin, status in (("https://app.example.com", 200), ("https://APP.example.com:443", 200),
+                               ("http://app.example.com", 403), ("https://app.example.com:8443", 403),
+                               ("https://sub.app.example.com", 403)):
+            answer = httpx.post(own.url, json=INIT, headers=headers_for(token, Origin=origin), timeout=30)
+            assert answer.status_code == status, (origin, answer.text)
+    finally:
+        own.stop()
+
+
+def test_the_main_port_proxy_refuses_a_foreign_origin_and_serves_its_own(server, settings):
+    from django.test import Client as DjangoClient
+
+    settings.HOST, settings.MCP_PORT = "127.0.0.1", server.port
+    agent, token = agent_with_token()
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {token}", "HTTP_ACCEPT": "application/json, text/event-stream"}
+    for origin in _foreign_origins(8000).values():
+        refused = DjangoClient().post("/mcp", json.dumps(INIT), content_type="application/json", HTTP_ORIGIN=origin, **auth)
+        assert refused.status_code == 403 and refused.json()["error"]["code"] == "origin_not_allowed", origin
+    served = DjangoClient().post("/mcp", json.dumps(INIT), content_type="application/json",
+                                 HTTP_ORIGIN="http://testserver", **auth)
+    assert served.status_code == 200
+    assert sse_messages(b"".join(served.streaming_content).decode())[0]["result"]["serverInfo"]["name"] == "goclaw"
+
+
+# --- JSON-RPC errors name the request they answer -------------------------------------------------------------------
+def _error_of(answer: httpx.Response):
+    assert answer.status_code >= 400 and answer.headers["content-type"].startswith("application/json"), answer.text
+    return answer.json()
+
+
+@pytest.mark.parametrize("request_id", ["req-7", 42, 0, ""])
+def test_an_unsupported_protocol_version_error_echoes_the_request_id(server, request_id):
+    agent, token = agent_with_token()
+    body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/list"}
+    answer = httpx.post(server.url, json=body, headers=headers_for(token, **{"Mcp-Protocol-Version": "2099-01-01"}),
+                        timeout=30)
+    error = _error_of(answer)
+    assert answer.status_code == 400 and error["error"]["code"] == -32022 and error["id"] == request_id
+
+
+def test_session_and_sdk_errors_echo_the_request_id_too(server):
+    agent, token = agent_with_token()
+    unknown = httpx.post(server.url, json={"jsonrpc": "2.0", "id": 5, "method": "tools/list"}, timeout=30,
+                         headers=headers_for(token, **{"Mcp-Session-Id": "f" * 32}))
+    assert unknown.status_code == 404 and _error_of(unknown)["id"] == 5
+    no_session = httpx.post(server.url, json={"jsonrpc": "2.0", "id": "nine", "method": "tools/list"}, timeout=30,
+                            headers=headers_for(token))  # the SDK's own "Missing session ID"
+    assert no_session.status_code == 400 and _error_of(no_session)["id"] == "nine"
+    session_id = open_session(server.url, token)
+    unacceptable = httpx.post(server.url, json={"jsonrpc": "2.0", "id": 11, "method": "tools/list"}, timeout=30,
+                              headers=headers_for(token, **{"Mcp-Session-Id": session_id, "Accept": "text/html",
+                                                            "Mcp-Protocol-Version": "2025-06-18"}))
+    assert unacceptable.status_code == 406 and _error_of(unacceptable)["id"] == 11
+
+
+def test_an_error_id_is_null_only_when_the_request_could_not_be_read(server):
+    agent, token = agent_with_token()
+    stale = headers_for(token, **{"Mcp-Protocol-Version": "2099-01-01"})
+    for body in (b"{not json", b'{"jsonrpc": "2.0", "method": "notifications/initialized"}',
+                 b'{"jsonrpc": "2.0", "id": {"nested": 1}, "method": "tools/list"}',
+                 b'{"jsonrpc": "2.0", "id": true, "method": "tools/list"}', b"[]", b'"just a string"'):
+        answer = httpx.post(server.url, content=body, headers=stale, timeout=30)
+        assert _error_of(answer)["id"] is None, body
+
+
+def test_a_batch_is_answered_with_one_error_per_request_by_its_id(server):
+    agent, token = agent_with_token()
+    batch = [{"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+             {"jsonrpc": "2.0", "method": "notifications/initialized"},
+             {"jsonrpc": "2.0", "id": "b", "method": "tools/call", "params": {"name": "datetime"}},
+             {"jsonrpc": "2.0", "id": 3, "result": {}},
+             5]
+    stale = httpx.post(server.url, json=batch, headers=headers_for(token, **{"Mcp-Protocol-Version": "2099-01-01"}),
+                       timeout=30)
+    assert [error["id"] for error in _error_of(stale)] == [1, "b", None]
+    session_id = open_session(server.url, token)
+    refused = httpx.post(server.url, json=batch, timeout=30,  # the SDK refuses batches: per member too
+                         headers=headers_for(token, **{"Mcp-Session-Id": session_id, "Mcp-Protocol-Version": "2025-06-18"}))
+    answers = _error_of(refused)
+    assert [error["id"] for error in answers] == [1, "b", None] and all("error" in a for a in answers)

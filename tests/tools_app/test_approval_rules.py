@@ -28,7 +28,9 @@ FAKE_KEY = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8S9t0"
 
 @pytest.fixture
 def staff(django_user_model):
-    return django_user_model.objects.create_user("rules-approver", password="pw-rules-1", is_staff=True)
+    from tests.factories import make_person
+
+    return make_person(username="rules-approver", groups=["Operators"])  # decides approvals, reads held changes
 
 
 @pytest.fixture
@@ -403,9 +405,9 @@ def test_the_api_decision_shows_what_the_rule_covers(cautious):
     asked = client.post("/api/v1/tools/execute", {"tool": "exec", "arguments": {"command": "git log --oneline -3"}},
                         format="json").json()
     staff_client = APIClient()
-    from django.contrib.auth import get_user_model
+    from tests.factories import make_person
 
-    staff_client.force_login(get_user_model().objects.create_user("rules-staff", password="pw-x-12345", is_staff=True))
+    staff_client.force_login(make_person("tools_app.decide_approvalrequest", username="rules-staff"))
     body = {"decision": "allow_always", "rule": {"match": "prefix", "pattern": "git log"}}
     decided = staff_client.post(f"/api/v1/approvals/{asked['approval_id']}/decision", body, format="json")
     assert decided.status_code == 200, decided.content

@@ -148,9 +148,9 @@ def test_permissions_are_edited_in_the_admin(admin_client):
 async def test_staff_subscribed_to_approvals_receive_requested_and_resolved():
     @database_sync_to_async
     def staff_cookie():
-        from django.contrib.auth import get_user_model
+        from tests.factories import make_person
 
-        get_user_model().objects.create_user("watcher", password="pw-watch-12345", is_staff=True)
+        make_person("tools_app.view_approvalrequest", username="watcher", password="pw-watch-12345")
         c = Client()
         c.login(username="watcher", password="pw-watch-12345")
         return c.cookies["sessionid"].value

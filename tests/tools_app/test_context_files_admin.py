@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from tests.factories import make_agent
-from tools_app.admin.context_files import markdown_to_html
 from tools_app.models.context_files import AgentContextFile, ContextFileVersion, UserContextFile
 from tools_app.services.context_files import ContextActor, context_file_write
 
@@ -43,19 +42,9 @@ def test_the_editor_shows_a_server_rendered_preview_that_never_renders_raw_html_
     assert 'href="https://example.org/a"' in page and 'href="javascript:' not in page
     preview = admin_client.post(f"{FILES}preview/", {"content": "## Hi\n- <b>one</b>\n- `two`\n"})
     assert preview.status_code == 200
-    assert preview.content.decode() == "<h2>Hi</h2>\n<ul><li>&lt;b&gt;one&lt;/b&gt;</li><li><code>two</code></li></ul>"
+    html = preview.content.decode()
+    assert "<h2>Hi</h2>" in html and "<li>&lt;b&gt;one&lt;/b&gt;</li>" in html and "<li><code>two</code></li>" in html
     assert admin_client.get(f"{FILES}preview/").status_code == 405
-
-
-def test_the_markdown_renderer_covers_the_everyday_constructs():
-    html = markdown_to_html("Intro line\nsecond line\n\n> quoted *word*\n\n```\n<raw> & code\n```\n\n1. first\n2. second\n"
-                            "\n---\n\nsnake_case_name and _emphasis_ and [rel](notes/x.md)\n")
-    assert "<p>Intro line<br>\nsecond line</p>" in html
-    assert "<blockquote><p>quoted <em>word</em></p></blockquote>" in html
-    assert "<pre><code>&lt;raw&gt; &amp; code</code></pre>" in html
-    assert "<ol><li>first</li><li>second</li></ol>" in html and "<hr>" in html
-    assert "snake_case_name and <em>emphasis</em>" in html and '<a href="notes/x.md"' in html
-    assert markdown_to_html('[x](" onmouseover=alert(1))') == '<p>[x](&quot; onmouseover=alert(1))</p>'
 
 
 def test_history_shows_coloured_diffs_and_restore_writes_the_old_text_back_as_the_person(admin_client):

@@ -125,10 +125,15 @@ XSS = {
     "link entity tab": "[x](java&#x09;script:alert(1))",
     "link entity newline": "[x](java&#10;script:alert(1))",
     "link percent scheme": "[x](%6Aavascript:alert(1))",
+    "link named entity colon": "[x](javascript&colon;alert(1))",
+    "link named entity tab": "[x](java&Tab;script:alert(1))",
+    "link named entity newline": "[x](java&NewLine;script:alert(1))",
+    "link percent-encoded colon": "[x](javascript%3Aalert(1))",
     "link vbscript": "[x](vbscript:msgbox(1))",
     "link data html": "[x](data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==)",
     "link file": "[x](file:///etc/passwd)",
     "link title breaking out": '[x](https://example.org "\\" onmouseover=\\"alert(1)")',
+    "link destination with a quote": '[x](" onmouseover=alert(1))',
     "link title single quotes": "[x](https://example.org 'x\" onclick=\"alert(1)')",
     "link label with html": "[<img src=x onerror=alert(1)>](https://example.org)",
     "image javascript": "![x](javascript:alert(1))",
@@ -205,6 +210,7 @@ DEEP = {
     "100k entity starts": "&#" * 50_000 + " " + END,
     "100k backslashes": "\\" * 100_000 + " " + END,
     "100k unclosed link destinations": "[a](b" * 20_000 + " " + END,
+    "the largest file, all image openers": "![" * 499_000 + END,
 }
 
 
@@ -213,3 +219,11 @@ def test_deep_nesting_and_very_long_lines_render_without_error_and_drop_nothing(
     for rendered in rendered_both_ways(admin_client, content):
         assert_nothing_executable(rendered)
         assert END in rendered.text  # the deepest / last part of the text is still shown
+
+
+def test_past_the_rendered_length_the_rest_of_a_file_is_shown_as_plain_text(admin_client):
+    """An agent's 1 MB file of slow-to-parse markdown: the page answers in bounded time, and nothing is lost."""
+    content = "# title\n\n" + "![" * 300_000 + "<script>alert(1)</script> " + END
+    for rendered in rendered_both_ways(admin_client, content):
+        assert_nothing_executable(rendered)
+        assert "the remaining" in rendered.text and "<script>alert(1)</script>" in rendered.text and END in rendered.text

@@ -154,6 +154,9 @@ def test_a_binary_swapped_after_registration_is_refused_at_call_time(bindir):
     ("kubectl", "-n web config view --raw"), ("kubectl", "--context=x get secret db -o yaml"),
     ("aws", "--region eu-west-1 configure export-credentials"), ("gcloud", "--project p 'auth' list"),
     ("gh", "--repo a/b \"auth\" token"), ("gcloud", "--verbosity=debug compute instances list"),
+    # ssh with a ProxyCommand runs a local command with the credentials in its environment
+    ("gh", "codespace ssh -c x -- -o ProxyCommand=env"), ("gh", "cs ssh"),
+    ("gcloud", "compute ssh vm --ssh-flag=-oProxyCommand=env"), ("gcloud", "compute scp a vm:b --scp-flag=-F/x"),
 ])
 def test_preset_deny_args_refuse_credential_printing(bindir, preset, args):
     agent = make_agent()

@@ -64,3 +64,31 @@ def test_the_preset_command_registers_deny_args_and_reads_env_from_the_environme
         call_command("cli_binary_preset", "aws", "--path", fake_gh, "--env", "NOPE")
     with pytest.raises(CommandError, match="no preset"):
         call_command("cli_binary_preset", "nope", "--path", fake_gh)
+
+
+def test_a_program_that_can_reveal_its_credentials_is_saved_only_with_the_risk_acknowledged(admin_client):
+    """P15: /usr/bin/env prints its environment: the form says why and which box to tick, and keeps nothing."""
+    assert "I accept that this binary can reveal its credentials" in admin_client.get(f"{BASE}add/").content.decode()
+    data = {**form("/usr/bin/env", env_set=f"GH_TOKEN={SECRET}"), "name": "env"}
+    html = admin_client.post(f"{BASE}add/", data).content.decode()
+    assert "can reveal its credentials" in html and "risk_acknowledged: true" in html and SECRET not in html
+    assert not SecureCLIBinary.objects.exists()
+    response = admin_client.post(f"{BASE}add/", {**data, "risk_acknowledged": "on"})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert SecureCLIBinary.objects.get(name="env").risk_acknowledged
+
+
+def test_the_preset_command_registers_terraform_only_with_accept_risk(monkeypatch):
+    directory = tempfile.mkdtemp(prefix="goclaw-cli-")
+    os.chmod(directory, 0o755)
+    path = os.path.join(directory, "terraform")
+    with open(path, "w") as fh:
+        fh.write("#!/bin/sh\necho ok\n")
+    os.chmod(path, 0o755)
+    try:
+        with pytest.raises(CommandError, match="terraform: a build.*pass --accept-risk"):
+            call_command("cli_binary_preset", "terraform", "--path", path)
+        call_command("cli_binary_preset", "terraform", "--path", path, "--accept-risk", stdout=io.StringIO())
+        assert SecureCLIBinary.objects.get(name="terraform").risk_acknowledged
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)

@@ -455,7 +455,7 @@ def test_a_token_glued_on_both_sides_goes_whole_where_its_format_has_no_fixed_le
 @pytest.mark.parametrize("text", [
     "task-proj-2024-planning-notes-final", "task-3f9a2c1e-7b4d-4e8a-9c2f-1d5e6a7b8c9d",
     "risk_test_coverage2024", "flask-sqlalchemy-2024-upgrade-guide-v3", "desk-proj-alpha-beta-gamma-delta-epsilon-2",
-    "makiavelli akiaiosfodnn7exampleab", "whisk-ai-7b-instruct-v0.2-gguf-q4-k-m2", "monkey-" + "ab12" * 8,
+    "makiavelli akiaiosfodnn7exampleab", "whisk-ai-7b-instruct-v0.2-gguf-q4-k-m2", "sendxoxo-hugs-and-kisses",
     "TOBACCOAKIAXXXXXXXXXXXXXXXXXXXXXXXX", "mask_live_streaming_view", "laughs_" + "a" * 40,
 ])
 def test_words_ending_with_a_token_prefix_stay(text):

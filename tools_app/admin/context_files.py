@@ -130,7 +130,7 @@ class AgentContextFileAdmin(ContextFileAdminBase):
     fields = ["agent", "name", "content", "created_at", "updated_at"]
 
     def get_urls(self):
-        preview = person_required(POST=("tools_app.view_agentcontextfile",))(self.preview_view)
+        preview = person_required("tools_app.view_agentcontextfile")(self.preview_view)
         return [path("preview/", self.admin_site.admin_view(preview), name="tools_app_contextfile_preview"),
                 *super().get_urls()]
 
@@ -197,9 +197,9 @@ class ContextFileVersionAdmin(ReadOnlyAdmin):
         return super().render_change_form(request, context, add=add, change=change, form_url=form_url, obj=obj)
 
     def get_urls(self):
-        history = person_required(GET=("tools_app.view_contextfileversion",))(self.file_history_view)
+        history = person_required("tools_app.view_contextfileversion")(self.file_history_view)
         # Restoring is a write to the file: change_agentcontextfile or change_usercontextfile, checked per version.
-        restore = person_required(POST=("tools_app.view_contextfileversion",))(self.restore_view)
+        restore = person_required("tools_app.view_contextfileversion")(self.restore_view)
         return [path("file/<int:agent_id>/<str:name>/", self.admin_site.admin_view(history),
                      name="tools_app_contextfileversion_file_history"),
                 path("<uuid:version_id>/restore/", self.admin_site.admin_view(restore),

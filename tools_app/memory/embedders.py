@@ -146,8 +146,6 @@ class OpenAIEmbedder(Embedder):
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """Through the outbound guard: a loopback / private address is refused at dial time unless
         GOCLAW_EMBEDDINGS_ALLOW_PRIVATE_NETWORK is on (a metadata address always); no redirects, no env proxy."""
-        import httpx2
-
         from goclaw import outbound
 
         target = outbound.Target(allow_private=self.allow_private_network, hint=PRIVATE_NETWORK_HINT)
@@ -163,7 +161,7 @@ class OpenAIEmbedder(Embedder):
                     body["dimensions"] = self.dimensions
                 try:
                     response = client.post(f"{self.base_url}/embeddings", json=body, headers=headers)
-                except httpx2.HTTPError as exc:
+                except outbound.HTTPError as exc:
                     if (refused := outbound.refusal_of(exc)) is not None:
                         raise EmbeddingError(f"embeddings request {refused}") from None
                     raise EmbeddingError(f"embeddings server unreachable: {type(exc).__name__}") from None

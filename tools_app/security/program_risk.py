@@ -46,13 +46,14 @@ FAMILIES: tuple[RiskFamily, ...] = (
                r"|firejail|bwrap|proot|fakeroot(?:-sysv|-tcp)?|fakechroot|faketime|catchsegv|cgexec|sg|newgrp"
                r"|aa-exec|chpst|softlimit|envdir|setuidgid|envuidgid|tini|dumb-init|su-exec|gosu|dbus-run-session"
                r"|dbus-launch|xvfb-run|at|batch|crontab|entr|ldd|ld\.so|ld-linux(?:-[a-z0-9_-]+)?\.so(?:\.[0-9]+)*"
-               r"|ld-musl-[a-z0-9_]+\.so(?:\.[0-9]+)*|find|gfind|fd|fdfind",
+               r"|ld-musl-[a-z0-9_]+\.so(?:\.[0-9]+)*|find|gfind|fd|fdfind"
+               r"|op|aws-vault|doppler|infisical|chamber|envconsul|sops|direnv|dotenv|summon|teller",
                "it prints its environment or starts the program named in its arguments (env, xargs, "
                "find -exec, timeout, sudo, …) with this environment"),
     RiskFamily("multicall", r"busybox(?:-static)?|toybox|coreutils",
                "a multi-call binary: its applets include shells, env, awk and sed"),
     RiskFamily("interpreter", r"python" + _V + r"(?:d|m|u|dm)?(?:-dbg)?|pypy" + _V + r"|jython|i?python" + _V
-               + r"|perl" + _V + r"|ruby" + _V + r"|j?irb" + _V + r"|erb|jruby|node(?:js)?|deno|bunx?"
+               + r"|perl" + _V + r"|ruby" + _V + r"|j?irb" + _V + r"|erb|jruby|node(?:js)?" + _V + r"|deno|bunx?"
                r"|php" + _V + r"(?:-cgi|-cli|-fpm)?|lua(?:jit)?" + _V + r"|tclsh" + _V + r"|wish" + _V
                + r"|jimsh|R|Rscript|julia|guile" + _V + r"|racket|sbcl|clisp|ecl|gsi|csi|ghci|runghc|runhaskell"
                r"|ocaml|scala|groovy|java|jshell|kotlinc?|dotnet|mono|csharp|swift|elixir|iex|erl|escript|osascript"
@@ -70,10 +71,15 @@ FAMILIES: tuple[RiskFamily, ...] = (
                r"|npm|npx|pnpm|pnpx|yarn|yarnpkg|corepack|pip" + _V + r"|pipx|uvx?|poetry|pdm|hatch|tox|nox"
                r"|pytest|py\.test|cargo|rustup|go|gradlew?|mvnw?|ant|sbt|lein|mix|rake|bundler?|gem|composer"
                r"|terraform|tofu|terragrunt|pulumi|packer|vagrant|ansible(?:-[a-z]+)?|helm|docker|podman|nerdctl"
-               r"|buildah|(?:[a-z0-9_]+-)*(?:gcc|g\+\+|c\+\+|cc|clang|clang\+\+|tcc)" + _V,
+               r"|buildah|(?:[a-z0-9_]+-)*(?:gcc|g\+\+|c\+\+|cc|clang|clang\+\+|tcc)" + _V
+               + r"|vercel|netlify|firebase|wrangler|heroku|serverless|sls|cdk|cdktf|sam|amplify|nx|turbo|lerna",
                "a build, package or infrastructure tool: it runs commands defined in files it reads (Makefile, "
                "package.json, *.tf external data, plugins, compiler -wrapper), which the agent can write in its "
                "workspace"),
+    RiskFamily("database", r"psql|pgcli|mysql|mariadb|mycli|sqlite3?|duckdb|sqlcmd|mongo|mongosh|cqlsh"
+               r"|clickhouse(?:-client)?|usql|litecli",
+               "a database shell: it runs local commands (psql \\! and \\o |cmd, mysql system, sqlite3 .shell, "
+               "sqlcmd !!, mongosh's JavaScript) with this environment"),
     RiskFamily("vcs", r"git(?:-[a-z0-9-]+)?|tig|hg|svn|fossil|bzr|brz|darcs",
                "a version control tool: aliases (`!cmd`), -c core.pager / core.sshCommand, hooks, filters and "
                "fsmonitor in the repository's config run programs, and that config is in the agent's workspace"),
@@ -91,7 +97,9 @@ FAMILIES: tuple[RiskFamily, ...] = (
                "it reads any file, /proc/self/environ (its own environment) included, and prints, encodes, archives "
                "or copies it into the workspace (tar also runs --to-command and --checkpoint-action, zip -TT)"),
 )
-_NAME_RE = re.compile("|".join(f"(?P<{f.kind}>{f.names})" for f in FAMILIES))
+# Any family name may carry a packaging suffix (bash.orig, node-real, python3.11.bin); names match in any case.
+_SUFFIX = r"(?:[-.](?:bin|real|orig|static|exe|dist|new|old|distrib))?"
+_NAME_RE = re.compile("|".join(f"(?P<{f.kind}>(?:{f.names}){_SUFFIX})" for f in FAMILIES), re.IGNORECASE)
 _BY_KIND = {f.kind: f for f in FAMILIES}
 # Strings found only in multi-call binaries (BusyBox, Toybox, GNU coreutils built as one binary).
 MULTICALL_MARKERS = (b"BusyBox v", b"multi-call binary", b"multicall binary", b"--coreutils-prog=")

@@ -36,6 +36,7 @@ from tools_app.security.shell_check.vocabulary import (
     MAX_DEPTH,
     SHELLS,
     UNKNOWN_VALUE,
+    basename,
     interpreter_name,
     word_set,
 )
@@ -63,6 +64,17 @@ NAME_OR_CODE_BUILTINS = word_set(
 # Programs that run shell commands found in their arguments or input (sqlite3 `.shell`, psql `\!`, mysql `system`,
 # gdb `shell`, make `$(shell …)`, compilers' `-wrapper`): a value anywhere in their arguments or input is refused.
 COMMAND_RUNNING_TOOLS = TOOL_SHELLS | word_set("vim vi nvim ex ed less more man")
+# Nodes whose children must cover their text (blanks aside): where tree-sitter drops a word, it differs from /bin/sh.
+COVERED = frozenset({"program", "command", "redirected_statement", "pipeline", "list", "compound_statement", "subshell",
+                     "if_statement", "elif_clause", "else_clause", "while_statement", "for_statement", "do_group",
+                     "case_statement", "case_item", "function_definition", "variable_assignments",
+                     "declaration_command", "unset_command", "negated_command", "file_redirect", "herestring_redirect",
+                     "heredoc_redirect", "test_command", "command_name", "concatenation", "binary_expression",
+                     "unary_expression", "variable_assignment", "command_substitution", "process_substitution"})
+# Commands that copy their input or operands into files named by their operands.
+FILE_WRITERS = word_set("tee cp mv install ln dd rsync sponge")
+# Paths that read standard input as a file.
+STDIN_PATHS = frozenset({"-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"})
 # JSON processors whose first operand is a program in their own language (it can read the environment).
 JSON_PROGRAMS = word_set("jq gojq jaq yq")
 # Variables a value must not be assigned to: they choose programs, libraries or code other programs load.
@@ -146,7 +158,11 @@ class _Script:
     tainted: dict[str, str]                       # variable name -> label of the value it carries
     where: str = ""                               # "" for the template, else "in the code run by sh -c: "
     depth: int = 0
+    stdin: str | None = None                      # label of a value on the input this (nested) script inherits
     problems: list[str] = field(default_factory=list)
+    fds: dict[str, str] = field(default_factory=dict)      # file descriptor opened on a value -> its label
+    written: dict[str, str] = field(default_factory=dict)  # file (base name, "*": computed) holding a value -> label
+    functions: dict[str, Node] = field(default_factory=dict)
     _memo: dict = field(default_factory=dict)
 
     def refuse(self, message: str) -> None:
@@ -170,7 +186,7 @@ class _Script:
                 text = _text(name) if name is not None else ""
                 if text in self.tainted:
                     label = f"${text} (it carries {self.tainted[text]})"
-                elif text.isdigit() and text != "0" or text in ("@", "*"):
+                elif text.isdigit() and (text != "0" or self.depth > 0) or text in ("@", "*"):
                     label = f"${text} (a positional parameter, which can carry an argument)"
         elif node.type in ("command_substitution", "process_substitution"):
             inner = self.contains_taint(node, skip_self=True) or self.stdin_taint(node)
@@ -218,7 +234,7 @@ class _Script:
                     if label:
                         return label
             child, parent = parent, parent.parent
-        return None
+        return self.stdin
 
     def _redirect_input_taint(self, redirect: Node) -> str | None:
         if redirect.type == "heredoc_redirect":
@@ -228,10 +244,110 @@ class _Script:
             return self.contains_taint(redirect)
         if redirect.type == "file_redirect":
             op = next((c for c in redirect.children if not c.is_named), None)
-            if op is not None and _text(op) in ("<", "<>", "<&"):
-                dest = redirect.child_by_field_name("destination")
-                return self.contains_taint(dest) if dest is not None else None
+            dest = redirect.child_by_field_name("destination")
+            if op is None or dest is None:
+                return None
+            if _text(op) == "<&":
+                return self.fds.get(_text(dest)) or self.contains_taint(dest)
+            if _text(op) in ("<", "<>"):
+                return self.contains_taint(dest) or self.file_taint(self._static(dest))
         return None
+
+    def file_taint(self, path: str) -> str | None:
+        """The label of a value a file may hold: written by a value-carrying command earlier in the template (matched
+        by base name; a computed path may be any of them), or a file descriptor opened on one."""
+        if TAINT in path:
+            return "a file a value names"
+        if re.fullmatch(r"/dev/fd/\d+|/proc/self/fd/\d+", path):
+            return self.fds.get(path.rsplit("/", 1)[1]) or (self.stdin if path.endswith("/0") else None)
+        if not self.written:
+            return None
+        if UNKNOWN_VALUE in path:
+            return next(iter(self.written.values()))
+        return self.written.get(path.rstrip("/").rsplit("/", 1)[-1]) or self.written.get("*")
+
+    def _program_argv(self, node: Node) -> list[str]:
+        """A command's argv after its wrappers (`env`, `command`, `timeout` …): the program that really runs."""
+        name = node.child_by_field_name("name")
+        cmd = SimpleCommand([self._static(name)] + [self._static(a) for a in node.children_by_field_name("argument")],
+                            {}, [], 0, 0)
+        for _ in range(MAX_DEPTH + 2):
+            try:
+                res = unwrap(_NO_ANALYSIS, cmd) if cmd.argv else None
+            except (IndexError, ValueError):
+                res = None
+            if res is None or res[0] != "argv":
+                break
+            cmd.argv = list(res[1])
+        return cmd.argv
+
+    def exported(self) -> str | None:
+        """A value-carrying variable the template exports (programs such as make read their whole environment)."""
+        allexport = False
+        for node in _walk(self.root):
+            if node.type == "declaration_command" and node.children and node.children[0].type == "export":
+                for c in node.children[1:]:
+                    if c.type == "variable_assignment" and (label := self.contains_taint(c)):
+                        return label
+                    if c.type == "variable_name" and _text(c) in self.tainted:
+                        return self.tainted[_text(c)]
+            elif node.type == "command" and _text(node).startswith(("set -a", "set -o allexport")):
+                allexport = True
+        return next(iter(self.tainted.values())) if allexport and self.tainted else None
+
+    def track(self) -> None:
+        """Files and descriptors that end up holding a value: written by a command that carries one (an output
+        redirection, tee, cp, dd …), or a descriptor opened on a value-carrying input (`exec 3<<EOF`); `exec` with
+        no command turns a value-carrying input into the rest of the script's standard input."""
+        for node in _walk(self.root):
+            if node.type == "function_definition":
+                name = next((c for c in node.children if c.type == "word"), None)
+                body = next((c for c in node.children if c.is_named and c.type != "word"), None)
+                if name is not None and body is not None:
+                    self.functions[_text(name)] = body
+        for _ in range(8):
+            before = (len(self.written), len(self.fds), self.stdin)
+            for node in _walk(self.root):
+                if node.type not in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
+                    continue
+                statement = node.parent
+                if statement is None:
+                    continue
+                fd = next((c for c in node.children if c.type == "file_descriptor"), None)
+                op = next((_text(c) for c in node.children if not c.is_named and _text(c) != "\n"), "")
+                if op in (">", ">>", ">|", "&>", "&>>", ">&", "&>|"):
+                    dest = node.child_by_field_name("destination")
+                    if dest is None or (op == ">&" and re.fullmatch(r"\d+|-", _text(dest))):
+                        continue
+                    label = self.contains_taint(statement) or self.stdin_taint(statement)
+                    if label:
+                        path = self._static(dest)
+                        key = "*" if TAINT in path or UNKNOWN_VALUE in path else path.rstrip("/").rsplit("/", 1)[-1]
+                        self.written.setdefault(key, label)
+                    continue
+                label = self._redirect_input_taint(node)
+                if not label:
+                    continue
+                if fd is not None and _text(fd) != "0":
+                    self.fds.setdefault(_text(fd), label)
+                elif _is_bare_exec(statement):
+                    self.stdin = self.stdin or label
+            for node in _walk(self.root):
+                if node.type != "command" or node.child_by_field_name("name") is None:
+                    continue
+                argv = self._program_argv(node)
+                if not argv or basename(argv[0]) not in FILE_WRITERS:
+                    continue
+                label = self.contains_taint(node) or self.stdin_taint(node)
+                if label:
+                    for path in argv[1:]:
+                        path = path.removeprefix("of=")
+                        if not path.startswith("-"):
+                            key = "*" if TAINT in path or UNKNOWN_VALUE in path else path.rstrip("/").rsplit("/", 1)[-1]
+                            self.written.setdefault(key, label)
+            if (len(self.written), len(self.fds), self.stdin) == before:
+                break
+            self._memo.clear()
 
     def propagate(self) -> None:
         """Variables that end up holding a value: assigned from one, iterated over one, or read from input."""
@@ -268,6 +384,11 @@ class _Script:
     # --- where an expansion stands -----------------------------------------------------------------------------------
     def position(self, node: Node, label: str, ours: bool) -> str | None:
         """The context of a value-carrying expansion (WORD, DQUOTE, HEREDOC), or None after refusing it."""
+        operators = {_text(c) for c in node.children_by_field_name("operator")} if node.type == "expansion" else set()
+        if operators & {"!", "@"}:
+            self.refuse(f"{label} is expanded with ${{!…}} or ${{…@…}}, which bash evaluates further (a subscript "
+                        "or a prompt string runs commands)")
+            return None
         context, n, p = WORD, node, node.parent
         if p is not None and p.type == "string":
             prev = p.prev_sibling
@@ -423,8 +544,18 @@ class _Script:
                 n, v = a.child_by_field_name("name"), a.child_by_field_name("value")
                 assigns[_text(n) if n is not None else ""] = self._static(v)
         stdin = self.stdin_taint(node)
-        heredoc = _literal_heredoc(node)
-        self._judge_argv(argv, assigns, stdin, heredoc, _line(node))
+        body = self.functions.get(argv[0])
+        if body is not None:  # a function of the template: its body runs with this call's input (and arguments)
+            if stdin and self.depth < 4:
+                inner = _Script(body, self.ours, self.tainted, self.where + f"in function {argv[0]} (line "
+                                f"{_line(node)}): ", self.depth + 1, stdin, fds=self.fds, written=self.written,
+                                functions=self.functions)
+                inner.judge()
+                for problem in inner.problems:
+                    if problem not in self.problems:
+                        self.problems.append(problem)
+            return
+        self._judge_argv(argv, assigns, stdin, _literal_heredoc(node), _line(node))
 
     def _judge_argv(self, argv: list[str], assigns: dict[str, str], stdin: str | None, heredoc: str | None,
                     line: int) -> None:
@@ -444,6 +575,9 @@ class _Script:
                 self.refuse(f"`{shown}` (line {line}) hands a value to a program computed at run time, which "
                             "goclaw cannot judge: name the program literally")
                 return
+            if "/" in cmd.argv[0] and (label := self.file_taint(cmd.argv[0])):
+                self.refuse(f"`{shown}` (line {line}) runs a file that holds {label}")
+                return
             try:
                 res = unwrap(_NO_ANALYSIS, cmd)
             except (IndexError, ValueError):
@@ -459,7 +593,7 @@ class _Script:
                 if TAINT in value or UNKNOWN_VALUE in value and any(TAINT in a for a in cmd.argv):
                     self.refuse(f"`{shown}` (line {line}) runs a value as shell code ({cmd.name})")
                 else:
-                    self.nested(value, f"in the code {cmd.name} runs (line {line}): ")
+                    self.nested(value, f"in the code {cmd.name} runs (line {line}): ", stdin, _env_names(cmd))
                 return
             cmd.argv = list(value)
         self._judge_program(cmd, stdin, heredoc, shown, line)
@@ -470,18 +604,29 @@ class _Script:
         base = interpreter_name(nm)
         where = f"`{shown}` (line {line})"
         tainted_at = [i for i, a in enumerate(args) if TAINT in a]
+        env_names = _env_names(cmd)
+
+        def reads(path: str, what: str) -> bool:
+            """Refuse when the program reads its code from `path` and a value may be there."""
+            label = stdin if path in STDIN_PATHS and stdin else self.file_taint(path)
+            if label:
+                self.refuse(f"{where} reads {what} from {path.replace(TAINT, '{value}').replace(UNKNOWN_VALUE, '$…')}"
+                            f", which holds {label}")
+            return bool(label)
+
         if nm in SHELLS or base in SHELLS:
             kind, at, ended = _shell_operand(args)
             if any(i < at or i == at and not (kind == "stdin" and ended) for i in tainted_at):
                 self.refuse(f"{where} lets a value be the code {nm} runs, the script it runs or one of its options")
             elif kind == "code":
-                if UNKNOWN_VALUE not in args[at]:
-                    self.nested(args[at], f"in the code {nm} -c runs (line {line}): ")
-            elif kind == "stdin":
-                if stdin:
-                    self.refuse(f"{where} runs its input as commands, and {stdin} reaches that input")
-                elif heredoc is not None:
-                    self.nested(heredoc, f"in the here-document {nm} runs (line {line}): ")
+                if at < len(args) and UNKNOWN_VALUE not in args[at]:
+                    self.nested(args[at], f"in the code {nm} -c runs (line {line}): ", stdin, env_names)
+            elif kind == "script":
+                reads(args[at], "its script")
+            elif stdin:
+                self.refuse(f"{where} runs its input as commands, and {stdin} reaches that input")
+            elif heredoc is not None:
+                self.nested(heredoc, f"in the here-document {nm} runs (line {line}): ", None, env_names)
             return
         if nm == "alias":
             self.refuse(f"{where}: an alias changes how /bin/sh reads the lines after it, so goclaw cannot judge "
@@ -490,8 +635,10 @@ class _Script:
         if nm in NAME_OR_CODE_BUILTINS:
             if tainted_at or (stdin and nm in ("eval", ".", "source")):
                 self.refuse(f"{where} passes a value to {nm}, which reads its operands as code, names or options")
+            elif nm in (".", "source") and args:
+                reads(args[0], "the commands it runs")
             elif nm == "eval" and not any(UNKNOWN_VALUE in a for a in args):
-                self.nested(" ".join(args), f"in the code eval runs (line {line}): ")
+                self.nested(" ".join(args), f"in the code eval runs (line {line}): ", stdin)
             return
         if nm == "set":
             end = args.index("--") if "--" in args else len(args)
@@ -505,6 +652,10 @@ class _Script:
             return
         if nm == "test":
             self._judge_test_words(args, where)
+            return
+        program_files = [args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-f", "--file", "--from-file")]
+        program_files += [a.split("=", 1)[1] for a in args if a.startswith(("--file=", "--from-file="))]
+        if nm in AWKS | JSON_PROGRAMS | word_set("sed") and any(reads(f, "its program") for f in program_files):
             return
         if nm in AWKS:
             ops = operands(args, word_set("-F -v -W --assign --field-separator"))
@@ -555,15 +706,18 @@ class _Script:
             code_at = next((i for i, a in enumerate(args) if a in flags or (len(a) > 2 and a[:2] in flags)), None)
             ops = [i for i, a in enumerate(args) if not a.startswith("-") and (i == 0 or args[i - 1] not in (
                 "-W", "-X", "-r", "--require", "-I", "-M", "-x"))]
-            script_at = code_at + 1 if code_at is not None else (ops[0] if ops else None)
+            ops += [i for i, a in enumerate(args) if a == "-" and i not in ops]
+            script_at = code_at + 1 if code_at is not None else (min(ops) if ops else None)
             if script_at is None:
                 if stdin or tainted_at:
                     self.refuse(f"{where} reads its program from its input or options, and a value reaches them")
                 return
             if any(i <= script_at for i in tainted_at):
                 self.refuse(f"{where} lets a value choose the program {nm} runs or its options")
+            elif code_at is None and script_at < len(args):
+                reads(args[script_at], "its program")
             return
-        if nm in COMMAND_RUNNING_TOOLS and (tainted_at or stdin):
+        if nm in COMMAND_RUNNING_TOOLS and (tainted_at or stdin or env_names or self.exported()):
             self.refuse(f"{where} passes a value to {nm}, which can run shell commands found in its arguments "
                         "or input")
             return
@@ -582,7 +736,7 @@ class _Script:
                     while j < len(args) and args[j] not in (";", "+", "\\;"):
                         j += 1
                     if i + 1 < j:
-                        self._judge_argv(args[i + 1:j], {}, None, None, line)
+                        self._judge_argv(args[i + 1:j], {}, stdin, None, line)
             return
         if executes_stdin(cmd) and stdin:
             self.refuse(f"{where} runs its input as code, and {stdin} reaches it")
@@ -648,7 +802,8 @@ class _Script:
                         return
                 i += 1
 
-    def nested(self, code: str, where: str) -> None:
+    def nested(self, code: str, where: str, stdin: str | None = None,
+               env_names: dict[str, str] | None = None) -> None:
         """Judge code the template hands to another shell (a literal `sh -c '…'`, `eval '…'`, a here-document a
         shell reads): there, positional parameters and the template's value-carrying variables carry values."""
         if self.depth >= 4:
@@ -659,9 +814,13 @@ class _Script:
         if error is not None:
             self.refuse(where + f"it is not valid shell syntax (line {_line(error)}), so goclaw cannot judge it")
             return
-        inner = _Script(tree.root_node, {}, dict(self.tainted), self.where + where, self.depth + 1)
+        for problem in _structure_problems(tree.root_node):
+            self.refuse(where + problem)
+        inner = _Script(tree.root_node, {}, {**self.tainted, **(env_names or {})}, self.where + where,
+                        self.depth + 1, stdin, fds=dict(self.fds), written=dict(self.written))
         inner.heredocs()
         inner.propagate()
+        inner.track()
         inner.judge()
         for problem in inner.problems:
             if problem not in self.problems:
@@ -707,9 +866,28 @@ def _shell_operand(args: list[str]) -> tuple[str, int, bool]:
         break
     if has_c:
         return "code", i, ended
-    if has_s or i >= len(args) or args[i] in ("-", "/dev/stdin"):
+    if has_s or i >= len(args) or args[i] in STDIN_PATHS:
         return "stdin", i, ended
     return "script", i, ended
+
+
+def _env_names(cmd: SimpleCommand) -> dict[str, str]:
+    """Variables a command puts a value in for the program it runs (`v=… sh -c`, `env v=… sh -c`)."""
+    return {k: "a value in its environment" for k, v in cmd.assigns.items() if TAINT in v}
+
+
+def _is_bare_exec(statement: Node) -> bool:
+    """`exec` with redirections only (it rewires the shell's own descriptors for the rest of the script), also
+    spelled `command exec`, `builtin exec`, `exec --`."""
+    command = statement.child_by_field_name("body") if statement.type == "redirected_statement" else statement
+    if command is None or command.type != "command":
+        return False
+    name = command.child_by_field_name("name")
+    words = [_unescape_word(_text(w)).strip("'\"") for w in [name, *command.children_by_field_name("argument")]
+             if w is not None]
+    while words and words[0] in ("command", "builtin", "--"):
+        words.pop(0)
+    return words[:1] == ["exec"] and all(w == "--" for w in words[1:])
 
 
 def _in_arithmetic(node: Node) -> bool:
@@ -738,6 +916,47 @@ def _literal_heredoc(command: Node) -> str | None:
             if body is not None:
                 return _text(body)
     return None
+
+
+def _structure_problems(root: Node) -> list[str]:
+    """Shapes where tree-sitter is known to read a script differently from /bin/sh: refused, never guessed. A
+    here-document delimiter must be a plain word; nothing but the delimiter line may sit between `<<` and the body
+    (tree-sitter swallows a body line that starts with a backslash into the command); no unquoted word spans lines."""
+    problems = []
+    for node in _walk(root):
+        if node.type in COVERED and node.child_count:
+            pos = node.start_byte
+            for child in [*node.children, None]:
+                end = child.start_byte if child is not None else node.end_byte
+                if end > pos:
+                    text = _source(root)[pos:end].replace(b"\\\n", b"")
+                    if text.strip(b" \t\n"):
+                        problems.append(f"line {node.start_point[0] + 1}: goclaw's parser skips part of this command "
+                                        f"({text.strip()[:20].decode('utf-8', 'replace')!r}): write it another way")
+                        break
+                if child is not None:
+                    pos = max(pos, child.end_byte)
+        if node.type == "heredoc_start" and not HEREDOC_DELIMITER.fullmatch(_text(node)):
+            problems.append(f"here-document delimiter {_text(node)[:40]!r} (line {_line(node)}): write a plain "
+                            "word such as EOF, or 'EOF' to keep the text literal")
+        elif node.type == "heredoc_redirect":
+            for child in node.children:
+                if child.type not in ("heredoc_body", "heredoc_end") and b"\n" in child.text.replace(b"\\\n", b""):
+                    problems.append(f"the here-document at line {_line(node)} is followed by commands that run "
+                                    "past its line, which goclaw's parser misreads: end the line after <<EOF")
+                    break
+        elif node.type in ("number", "word") and node.text.isdigit() and node.next_sibling is not None and \
+                node.next_sibling.start_byte == node.end_byte and node.next_sibling.type.endswith("redirect"):
+            problems.append(f"line {_line(node)}: goclaw's parser reads the descriptor of {_text(node)}"
+                            f"{_text(node.next_sibling)[:8]} as an argument: write the redirection another way")
+        elif node.type == "word" and b"\n" in node.text.replace(b"\\\n", b""):
+            problems.append(f"line {_line(node)}: goclaw's parser reads a word across lines here (a backslash at the "
+                            "start of a here-document line?): rewrite it")
+    return list(dict.fromkeys(problems))
+
+
+def _source(root: Node) -> bytes:
+    return root.text if root.type == "program" else _source(root.parent) if root.parent is not None else root.text
 
 
 def _explain(node: Node, label: str) -> str:
@@ -780,11 +999,7 @@ def check_template(template: str, sites: list[Site]) -> list[str]:
     if error is not None:
         raise TemplateRefused([f"with its placeholders in place, the command is not valid shell syntax near line "
                                f"{_line(error)} (goclaw must read its structure to place the arguments)"])
-    problems = []
-    for node in _walk(root):
-        if node.type == "heredoc_start" and not HEREDOC_DELIMITER.fullmatch(_text(node)):
-            problems.append(f"here-document delimiter {_text(node)[:40]!r} (line {_line(node)}): write a plain "
-                            "word such as EOF, or 'EOF' to keep the text literal")
+    problems = _structure_problems(root)
     labels = {span: "{{." + site.name + "}}" for span, site in zip(spans, sites)}
     script = _Script(root, labels, {})
     contexts = []
@@ -798,6 +1013,7 @@ def check_template(template: str, sites: list[Site]) -> list[str]:
         contexts.append(script.position(node, label, ours=True))
     script.heredocs()
     script.propagate()
+    script.track()
     script.judge()
     problems += script.problems
     if problems:
@@ -823,9 +1039,9 @@ def cross_check(script: str, references: list[str]) -> list[str]:
         return ["the command could not be analysed by goclaw's shell check"]
     problems = []
 
-    def mentions(c) -> bool:
-        return any(_SENTINEL in a for a in c.argv) or any(_SENTINEL in t for _, t in c.redirs) or \
-            any(_SENTINEL in v for v in c.assigns.values())
+    def mentions(c) -> bool:  # here-document bodies are kept raw: a reference there is still a value
+        return any(_SENTINEL in a for a in c.argv) or any(_SENTINEL in t or "GOCLAW_ARG_" in t for _, t in c.redirs) \
+            or any(_SENTINEL in v for v in c.assigns.values())
 
     def inner(cmds, seen):
         for c in cmds:

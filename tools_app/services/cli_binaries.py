@@ -44,12 +44,16 @@ W = r"(?:^|\s)"  # a word starts here
 PRESETS: dict[str, dict[str, Any]] = {
     "gh": {"path": "/usr/bin/gh", "deny_verbose": ["--verbose", "--debug"],
            "deny_args": [W + r"auth\b", W + r"(secret|ssh-key|gpg-key)\s", W + r"config\s+(get|list|set)\b",
-                         W + r"extension\b", W + r"alias\s+(set|import)\b"],
+                         W + r"extension\b", W + r"alias\s+(set|import)\b",
+                         # `gh codespace ssh -- -o ProxyCommand=…` runs a local command with the token
+                         W + r"(codespace|cs)\b"],
            "tips": "GitHub CLI: e.g. `pr list --repo owner/name`, `issue view 12`. Authentication is configured; "
-                   "`auth`, `secret` and `extension` subcommands are refused."},
+                   "`auth`, `secret`, `extension` and `codespace` subcommands are refused."},
     "gcloud": {"path": "/usr/bin/gcloud", "deny_verbose": ["--verbosity", "--log-http"],
                "deny_args": [W + r"auth\b", r"print-(access|identity|refresh)-token\b", W + r"config\s+(set|unset)\b",
-                             W + r"config-helper\b", r"--impersonate-service-account\b", W + r"keys\s+create\b"],
+                             W + r"config-helper\b", r"--impersonate-service-account\b", W + r"keys\s+create\b",
+                             # `compute ssh --ssh-flag=-oProxyCommand=…` runs a local command with the credentials
+                             r"--(ssh|scp)-flag\b", W + r"(ssh|scp)\b"],
                "tips": "Google Cloud CLI: e.g. `compute instances list --format=json`. Credential commands are refused."},
     "aws": {"path": "/usr/bin/aws", "deny_verbose": ["--debug"],
             "deny_args": [W + r"configure\b", W + r"sts\s+(get-session-token|assume-role)", W + r"sso\b",

@@ -77,7 +77,7 @@ PRIVATE_NETWORK_HINT = "allow private networks on this channel to reach it"
 
 
 def _target(*, allow_private_network: bool):
-    from goclaw import outbound  # httpx2 loads on the first send, not at startup
+    from goclaw import outbound  # the HTTP client loads on the first send, not at startup
 
     return outbound.Target(allow_private=allow_private_network, hint=PRIVATE_NETWORK_HINT)
 
@@ -243,8 +243,6 @@ def _short_error(channel: NotificationChannel, text: str) -> str:
 def _post(channel: NotificationChannel, message: dict, *, delivery_id: Any = "") -> SendResult:
     """One POST through the outbound guard (the address dialled is checked against the channel's
     allow_private_network), short timeouts, no redirects followed, no proxies from the environment; 2xx is sent."""
-    import httpx2
-
     from goclaw import outbound
 
     try:
@@ -258,9 +256,9 @@ def _post(channel: NotificationChannel, message: dict, *, delivery_id: Any = "")
         headers[SIGNATURE_HEADER] = signature(secret, body)
     try:
         with outbound.client(_target(allow_private_network=channel.allow_private_network), follow_redirects=False,
-                             timeout=httpx2.Timeout(TOTAL_TIMEOUT, connect=CONNECT_TIMEOUT)) as client:
+                             timeout=outbound.Timeout(TOTAL_TIMEOUT, connect=CONNECT_TIMEOUT)) as client:
             response = client.post(channel.url, content=body, headers=headers)
-    except httpx2.HTTPError as exc:
+    except outbound.HTTPError as exc:
         refused = outbound.refusal_of(exc)
         return SendResult(False, None, _short_error(channel, str(refused) if refused else f"{type(exc).__name__}: {exc}"))
     if 200 <= response.status_code < 300:

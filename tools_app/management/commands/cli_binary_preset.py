@@ -42,6 +42,7 @@ class Command(BaseCommand):
             row = cli_binary_add_preset(actor=None, preset=preset, path=path or None, agent=scope,
                                         env={name: os.environ[name] for name in env}, risk_acknowledged=accept_risk)
         except ApplicationError as exc:
-            raise CommandError(exc.message) from None
+            hint = " Here: pass --accept-risk." if exc.code == "cli_binary_risk_not_acknowledged" else ""
+            raise CommandError(exc.message + hint) from None
         self.stdout.write(f"registered {row.name} at {row.path} for {agent or 'every agent'}; "
                           f"env names: {', '.join(row.env_names) or 'none'}")

@@ -921,9 +921,10 @@ CONTEXT_DETECTORS: list[Detector] = [
 # Discord's ``M``/``N``/``O``…, and the key = value contexts).
 GLUED: dict[str, str] = {
     # tier 1
-    "sk": "random", "stripe": "random", "mailgun": "random", "gh": "free", "ghpat": "free", "gitlab": "free",
+    "sk": "random", "stripe": "random", "mailgun": "random", "gh": "random", "ghpat": "random", "gitlab": "free",
     "gcp": "free", "glrunner": "free", "aws": "free", "gapi": "free", "pypi": "free", "sendgrid": "free",
-    "slack": "free", "npm": "free", "hf": "free", "hforg": "free", "shopify": "free", "dop": "free", "whsec": "free",
+    "slack": "random", "npm": "random", "hf": "random", "hforg": "random", "shopify": "free", "dop": "free",
+    "whsec": "free",
     "databricks": "random", "jwt": "free", "ya29": "random",
     # tier 2
     "square": "free", "braintree": "free", "atlassian": "free", "linear": "random", "supabase": "free",

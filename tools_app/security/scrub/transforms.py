@@ -14,9 +14,13 @@ Fragments make pieces count: a dump that breaks the value into lines with offset
 found (``xxd -c1``, every character followed by a letter): a program that can do that is a program that can start
 other programs or print its environment, which is why such binaries need the operator's acknowledgement.
 
-Costs: a 1 MB output with no hit costs three C passes (projection, skeleton, Hyperscan); hits are mapped back block
-by block, so even an output made only of hits costs one pass of Python over each block that has one.  The fragment
-database is built once per set of values (an LRU cache) and has at most ``MAX_LITERALS`` literals.
+Fragments start every few characters; each run of hits is then extended to the whole stretch it shares with its
+form, so a piece goes whole, not up to the last fragment boundary.
+
+Costs: a 1 MB output with no hit costs three C passes (projection, skeleton, Hyperscan: ~2-5 ms); hits are mapped back
+block by block, and past ``MAX_HITS`` fragment hits the scan stops and the rest of the output is redacted (fail
+closed), so an output made only of the value costs ~85 ms per MB at most.  The fragment database is built once per set
+of values (an LRU cache) and has at most ``MAX_LITERALS`` literals.
 """
 from __future__ import annotations
 
@@ -33,6 +37,7 @@ from collections import OrderedDict
 from collections.abc import Iterable
 
 import hyperscan
+import numpy
 
 from .engine import Hs
 
@@ -44,14 +49,15 @@ REDACTED = "[REDACTED]"
 # of a short word is ordinary text.  Shorter values are still redacted verbatim, whatever their length.
 MIN_SKELETON_CHARS = 8
 # Fragment lengths and strides per kind of form: a run of at least `length + stride - 1` skeleton characters shared
-# with a form is always found (it contains a fragment that starts at a multiple of the stride).  Lengths are chosen
-# so a chance match on random output is negligible (about 2^48 or more possibilities each: 10 letters/digits, 12
-# base64 characters, 16 hex digits, 18 decimal digits, 48 bits).
+# with a form is always found (it contains a fragment that starts at a multiple of the stride): 12 letters or digits
+# of the value, 15 base64 characters, 21 hex digits, 23 decimal or octal digits, 59 bits. Lengths are chosen so a
+# chance match on random output is negligible (about 2^48 possibilities or more each); strides keep the database
+# small (a 40-character value has ~350 fragments; building takes ~15 ms a value, once).
 KINDS: dict[str, tuple[int, int]] = {  # kind: (fragment length, stride)
-    "text": (10, 2), "base64": (12, 3), "hex": (16, 4), "digits": (18, 4), "bits": (48, 8),
+    "text": (10, 3), "base64": (12, 4), "hex": (16, 6), "digits": (18, 6), "bits": (48, 12),
 }
 MAX_HITS = 50_000  # fragment hits per output; past this the rest of the output is redacted (see spans)
-MAX_LITERALS = 8000  # per set of values: strides grow beyond this (longer runs needed), so building stays ~0.2 s
+MAX_LITERALS = 4000  # per set of values: strides grow beyond this (longer runs needed), so building stays ~0.2 s
 _BLOCK = 4096
 _CACHE_SIZE = 32
 
@@ -84,12 +90,26 @@ def _fold_char(ch: str) -> str:
     return "?"
 
 
+# code point -> the byte it projects to; filled lazily for the non-ASCII characters met (numpy: one C pass a text)
+_LUT = numpy.full(0x110000, ord("?"), dtype=numpy.uint8)
+_LUT[:128] = numpy.arange(128, dtype=numpy.uint8)
+_LUT_KNOWN = numpy.zeros(0x110000, dtype=bool)
+_LUT_KNOWN[:128] = True
+_LUT_LOCK = threading.Lock()
+
+
 def project(text: str) -> bytes:
     """One byte per character (so offsets are ``str`` offsets), non-ASCII characters folded by ``_fold_char``."""
     if text.isascii():
         return text.encode("ascii")
-    table = {ord(ch): _fold_char(ch) for ch in set(text) if ord(ch) > 127}
-    return text.translate(table).encode("ascii", "replace")
+    points = numpy.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=numpy.uint32)
+    new = numpy.unique(points[~_LUT_KNOWN[points]])
+    if new.size:
+        with _LUT_LOCK:
+            for cp in new.tolist():
+                _LUT[cp] = ord(_fold_char(chr(cp))) if not 0xD800 <= cp <= 0xDFFF else ord("?")
+                _LUT_KNOWN[cp] = True
+    return _LUT[points].tobytes()
 
 
 def skeleton(text: str) -> bytes:
@@ -130,27 +150,29 @@ def _octal_words(payload: bytes) -> list[str]:
 
 
 def value_forms(value: str) -> list[tuple[str, str]]:
-    """(kind, text) of every spelling looked for: the value and its common transformations."""
+    """(kind, text) of every spelling looked for: the value and its common transformations. The reversed value gets
+    the encodings a program applies to what it reads (base64, hex, decimal); the layouts of dump programs are for the
+    value as stored."""
     raw = value.encode("utf-8")
     rev = value[::-1].encode("utf-8")
-    rot = codecs.encode(value, "rot13")
-    forms: list[tuple[str, str]] = [("text", value), ("text", value[::-1]), ("text", rot), ("text", rot[::-1]),
-                                    ("text", urllib.parse.quote(value, safe="")), ("text", urllib.parse.quote_plus(value))]
-    for payload in (raw, rev):
-        for core in _b64_cores(payload):
-            forms += [("base64", core), ("base64", core[::-1])]
-        forms += [("base64", core) for core in _b32_cores(payload)]
-        hexed = payload.hex()
-        forms += [("hex", hexed), ("hex", hexed[::-1]),
-                  ("hex", "".join(f"x{b:02x}" for b in payload)),       # \x67\x68…, printf '\\x%02x'
-                  ("digits", "".join(str(b) for b in payload))]          # 103 104 …, [ord(c) for c in s]
-        for k in range(2):  # od -x / hexdump: 16-bit little-endian words
-            data = payload[k:]
-            forms.append(("hex", "".join(f"{data[i + 1]:02x}{data[i]:02x}" for i in range(0, len(data) - 1, 2))))
-    forms += [("hex", "".join(f"0x{b:02x}" for b in raw)),
-              ("hex", "".join(f"u{ord(ch):04x}" for ch in value)),         # \u0067…
-              ("digits", "".join(f"{b:03o}" for b in raw)),                # od -b, printf '%03o'
-              ("bits", "".join(f"{b:08b}" for b in raw))]                  # xxd -b
+    forms: list[tuple[str, str]] = [("text", value), ("text", value[::-1]), ("text", codecs.encode(value, "rot13")),
+                                    ("text", urllib.parse.quote(value, safe="")),
+                                    ("text", urllib.parse.quote_plus(value))]
+    for core in _b64_cores(raw):
+        forms += [("base64", core), ("base64", core[::-1])]
+    forms += [("base64", core) for core in _b64_cores(rev)]
+    forms += [("base64", core) for core in _b32_cores(raw)]
+    forms += [("hex", raw.hex()), ("hex", raw.hex()[::-1]), ("hex", rev.hex()),
+              ("hex", "".join(f"x{b:02x}" for b in raw)),       # \x67\x68…, printf '\\x%02x'
+              ("hex", "".join(f"0x{b:02x}" for b in raw)),      # 0x67, 0x68, …
+              ("hex", "".join(f"u{ord(ch):04x}" for ch in value)),  # \u0067…
+              ("digits", "".join(str(b) for b in raw)),         # 103 104 …, [ord(c) for c in s]
+              ("digits", "".join(str(b) for b in rev)),
+              ("digits", "".join(f"{b:03o}" for b in raw)),     # od -b, printf '%03o'
+              ("bits", "".join(f"{b:08b}" for b in raw))]       # xxd -b
+    for k in range(2):  # od -x / hexdump: 16-bit little-endian words, both alignments
+        data = raw[k:]
+        forms.append(("hex", "".join(f"{data[i + 1]:02x}{data[i]:02x}" for i in range(0, len(data) - 1, 2))))
     forms += [("digits", text) for text in _octal_words(raw)]
     return forms
 
@@ -160,7 +182,7 @@ class KnownValues:
     """The compiled matcher for one set of values: fragments of their forms' skeletons (Hyperscan literals) and
     their verbatim spellings (the value and its JSON-escaped forms, redacted whatever their length)."""
 
-    __slots__ = ("verbatim", "_hs", "_lengths")
+    __slots__ = ("verbatim", "_hs", "_lengths", "_origins", "_forms")
 
     def __init__(self, values: Iterable[str]):
         values = sorted({v for v in values if isinstance(v, str) and v})
@@ -174,13 +196,15 @@ class KnownValues:
                 length, stride = KINDS[kind]
                 if len(skel) >= min(length, MIN_SKELETON_CHARS if kind in ("text", "base64") else length):
                     candidates.append((skel, length, stride))
-        literals = _fragments(candidates, scale=1)
         scale = 1
+        literals = _fragments(candidates, scale=scale)
         while len(literals) > MAX_LITERALS and scale < 64:  # whole short forms cannot shrink: stop somewhere
             scale *= 2
             literals = _fragments(candidates, scale=scale)
         ordered = sorted(literals)
+        self._forms = [skel for skel, _, _ in candidates]
         self._lengths = [len(lit) for lit in ordered]
+        self._origins = [literals[lit] for lit in ordered]  # (form index, offset): where a fragment comes from
         self._hs = Hs(ordered, literal=True) if ordered else None
 
     def spans(self, text: str) -> list[tuple[int, int]]:
@@ -191,16 +215,51 @@ class KnownValues:
         skel = data.translate(_LOWER, _NOT_ALNUM)
         if not skel:
             return []
-        hits: list[tuple[int, int]] = []
+        hits: list[tuple[int, int, int]] = []
+        truncated = False
         try:
             self._hs.scan(skel, _on_hit, (hits, self._lengths))
         except hyperscan.ScanTerminated:
-            # An output made of the value over and over: everything from the last hit on goes (fail closed), so
-            # the cost stays bounded by MAX_HITS callbacks.
-            hits.append((hits[-1][0], len(skel)))
+            truncated = True
         if not hits:
             return []
-        return _to_text_spans(data, _merged(hits))
+        runs = self._runs(skel, hits)
+        if truncated:
+            # An output made of the value over and over: everything from the last hit on goes (fail closed), so
+            # the cost stays bounded by MAX_HITS callbacks.
+            runs.append((max(s for s, _, _ in hits), len(skel)))
+            runs = _merged(runs)
+        return _to_text_spans(data, runs)
+
+    def _runs(self, skel: bytes, hits: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
+        """Overlapping fragment hits merged, each run then extended to the whole stretch it shares with the form its
+        first (and last) fragment came from: fragments start every few characters, the run's edges may not."""
+        hits.sort()
+        runs: list[tuple[int, int]] = []
+        start, end, first, last = hits[0][0], hits[0][1], hits[0][2], hits[0][2]
+        for s, e, eid in hits[1:]:
+            if s <= end:
+                if e > end:
+                    end, last = e, eid
+                continue
+            runs.append(self._extended(skel, start, end, first, last))
+            start, end, first, last = s, e, eid, eid
+        runs.append(self._extended(skel, start, end, first, last))
+        return _merged(runs)
+
+    def _extended(self, skel: bytes, start: int, end: int, first: int, last: int) -> tuple[int, int]:
+        form_index, offset = self._origins[first]
+        form = self._forms[form_index]
+        while start > 0 and offset > 0 and skel[start - 1] == form[offset - 1]:
+            start -= 1
+            offset -= 1
+        form_index, offset = self._origins[last]
+        form = self._forms[form_index]
+        offset += self._lengths[last]
+        while end < len(skel) and offset < len(form) and skel[end] == form[offset]:
+            end += 1
+            offset += 1
+        return start, end
 
     def scrub(self, text: str) -> tuple[str, int]:
         """`text` with every transformed and verbatim occurrence replaced by [REDACTED], and how many."""
@@ -227,7 +286,7 @@ class KnownValues:
 
 def _on_hit(eid: int, start: int, end: int, flags: int, ctx: tuple) -> bool:
     hits, lengths = ctx
-    hits.append((end - lengths[eid], end))
+    hits.append((end - lengths[eid], end, eid))
     return len(hits) >= MAX_HITS  # True stops the scan
 
 
@@ -236,18 +295,19 @@ def _verbatim(value: str) -> tuple[str, ...]:
     return value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]
 
 
-def _fragments(candidates: list[tuple[bytes, int, int]], *, scale: int) -> set[bytes]:
-    """Every form's fragments: the whole skeleton when it is shorter than a fragment, else fragments starting at
-    every `stride * scale` characters plus the last one (so the end is covered)."""
-    out: set[bytes] = set()
-    for skel, length, stride in candidates:
+def _fragments(candidates: list[tuple[bytes, int, int]], *, scale: int) -> dict[bytes, tuple[int, int]]:
+    """Every form's fragments, each with where it first comes from (form index, offset): the whole skeleton when
+    it is shorter than a fragment, else fragments starting at every `stride * scale` characters plus the last one
+    (so the end is covered)."""
+    out: dict[bytes, tuple[int, int]] = {}
+    for index, (skel, length, stride) in enumerate(candidates):
         if len(skel) <= length:
-            out.add(skel)
+            out.setdefault(skel, (index, 0))
             continue
         step = stride * scale
         last = len(skel) - length
-        out.update(skel[i:i + length] for i in range(0, last, step))
-        out.add(skel[last:])
+        for i in [*range(0, last, step), last]:
+            out.setdefault(skel[i:i + length], (index, i))
     return out
 
 
