@@ -7,6 +7,9 @@ from goclaw.authz import person_may
 
 EXPORT_PERMISSION = "config_app.export_configuration"
 APPLY_PERMISSION = "config_app.apply_configuration"
+# Writes that need a named permission on top of the model's, wherever they are made (API, admin, an applied document).
+WRITE_PERMISSIONS = {"mcp_app.mcplauncher": "mcp_app.manage_mcplauncher",
+                     "tools_app.secureclibinary": "tools_app.manage_credentialed_binaries"}
 
 
 def may_export(user) -> bool:
@@ -15,3 +18,11 @@ def may_export(user) -> bool:
 
 def may_apply(user) -> bool:
     return person_may(user, EXPORT_PERMISSION, APPLY_PERMISSION)
+
+
+def write_permissions(model, action: str) -> tuple[str, ...]:
+    """What writing (`action`: add / change / delete) a row of `model` needs: the model permission, and for launchers
+    and credentialed binaries their manage permission as well."""
+    opts = model._meta
+    extra = WRITE_PERMISSIONS.get(f"{opts.app_label}.{opts.model_name}")
+    return (f"{opts.app_label}.{action}_{opts.model_name}",) + ((extra,) if extra else ())

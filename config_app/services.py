@@ -19,6 +19,7 @@ from django.utils.dateparse import parse_datetime
 from config_app.document import DOCUMENT_VERSION, document_normalize
 from config_app.errors import ConfigInvalid, problem
 from config_app.models import SecretSource
+from config_app.permissions import write_permissions
 from config_app.sections import SECTIONS, SECTIONS_BY_NAME, Section, generic_create, generic_delete, generic_update
 from goclaw import crypto
 from goclaw.errors import ApplicationError
@@ -382,10 +383,12 @@ class _Import:
         """Whether the actor holds the admin's `action` permission on the section's model (a problem if not): the
         apply_configuration permission opens the import, not every model behind it."""
         opts = section.model._meta
-        perm = f"{opts.app_label}.{action}_{opts.model_name}"
-        if not self.checks_permissions or self.actor.has_perm(perm):
+        missing = [perm for perm in write_permissions(section.model, action) if not self.actor.has_perm(perm)] \
+            if self.checks_permissions else []
+        if not missing:
             return True
-        self.problems.append(problem(path, f"you may not {action} {opts.verbose_name_plural} (needs the {perm} permission)"))
+        self.problems.append(problem(path, f"you may not {action} {opts.verbose_name_plural} (needs the "
+                                           f"{' and '.join(missing)} permission{'s' if len(missing) > 1 else ''})"))
         return False
 
     def _record_sources(self, section: Section, label: str, written: Any, sources: dict[str, str | None]) -> None:

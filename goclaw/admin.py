@@ -39,9 +39,9 @@ class WorkerHeartbeatAdmin(admin.ModelAdmin):
         return False
 
 
-class AppendOnlyAdmin(admin.ModelAdmin):
-    """An audit table (docs/audit-integrity.md): nobody, superusers included, adds, edits or deletes its rows here;
-    the database refuses it too, and `audit_verify` would notice. Only the retention purge removes rows."""
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """A record people read but never add, edit or delete in the admin (logs, histories; actions may still call
+    services)."""
 
     def has_add_permission(self, request):
         return False
@@ -51,6 +51,11 @@ class AppendOnlyAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+class AppendOnlyAdmin(ReadOnlyAdmin):
+    """An audit table (docs/audit-integrity.md): nobody, superusers included, adds, edits or deletes its rows here;
+    the database refuses it too, and `audit_verify` would notice. Only the retention purge removes rows."""
 
     def get_actions(self, request):
         actions = super().get_actions(request)

@@ -177,3 +177,21 @@ def test_an_oversized_document_is_refused_with_the_error_envelope(superuser_api)
     body = b"version: 1\n" + b"#" * MAX_DOCUMENT_BYTES
     refused = superuser_api.post("/api/v1/config/import?dry_run=1", data=body, content_type="application/yaml")
     assert refused.status_code == 413 and refused.json()["error"]["code"] == "request_too_large"
+
+
+def test_an_applied_document_writes_launchers_and_credentialed_binaries_only_with_their_manage_permission(rich,
+                                                                                                     django_user_model):
+    from mcp_app.models import MCPLauncher
+
+    document = "version: 1\nmcp_launchers:\n- {command: /opt/tool/bin/tool-mcp, description: smuggled}\n"
+    model_only = api_as(staff_with(django_user_model, "launchers", "export_configuration", "apply_configuration",
+                                   "add_mcplauncher", "change_mcplauncher"))
+    problems = problems_of(model_only.post("/api/v1/config/import", data=document, content_type="application/yaml"))
+    assert problems == [{"path": "mcp_launchers[0]", "message": "you may not add MCP launchers (needs the "
+                                                                "mcp_app.manage_mcplauncher permission)"}]
+    assert not MCPLauncher.objects.filter(command="/opt/tool/bin/tool-mcp").exists()
+    manager = api_as(staff_with(django_user_model, "manager", "export_configuration", "apply_configuration",
+                                "add_mcplauncher", "change_mcplauncher", "manage_mcplauncher"))
+    applied = manager.post("/api/v1/config/import", data=document, content_type="application/yaml")
+    assert applied.status_code == 200, applied.content
+    assert MCPLauncher.objects.filter(command="/opt/tool/bin/tool-mcp").exists()

@@ -51,6 +51,9 @@ PAYLOADS = [
     "\r\ntouch pwned\r\n",
     "}; touch pwned; {",
     "))); touch pwned; (((",
+    "__import__('os').system('touch pwned')",
+    'BEGIN{system("touch pwned")}',
+    "1e touch pwned",
 ]
 
 
@@ -286,6 +289,9 @@ REFUSED = [
     ('v={{.x}}; echo "${!v}"', "bash evaluates further"),
     ('v={{.x}}; echo "${v@P}"', "bash evaluates further"),
     ("export N={{.x}}; make", "make"),
+    ('command eval printf -v v %s {{.x}}; eval "$v"', "eval"),
+    ('command -- read v <<EOF\n{{.x}}\nEOF\nsh -c "$v"', "code"),
+    ("builtin eval {{.x}}", "eval"),
     ("echo $GOCLAW_ARG_x {{.x}}", "reserved"),
     ("echo {{.x}\n", "malformed"),
 ]
@@ -378,6 +384,11 @@ WRAPPERS = [
     ("for i in ", '; do eval "$i"; done'), ("f() { \"$@\"; }; f ", ""), ("f() { printf '%s\\n' \"$1\"; }; f ", ""),
     ("read -r l <<EOF\n", '\nEOF\n$l'), ("[ ", " ]"), ("[ -v ", " ]"), ("test ", " = x"), ("case ", " in *) echo c;; esac"),
     ("echo \"a\" ", " 'b'"), ("x=", '; printf "%s\\n" "$x"'), ("sh <<EOF\necho ", "\nEOF"), ("echo ", " | xargs echo"),
+    ("sh -c sh <<EOF\n", "\nEOF"), ("exec 3<<EOF\n", "\nEOF\nsh <&3"), ("command -- exec <<EOF\n", "\nEOF\nsh"),
+    ("f() { sh; }; printf %s ", " | f"), ("env v=", " sh -c 'eval \"$v\"'"), ("bash -c 'eval \"$0\"' ", ""),
+    ("printf %s ", " > s.sh; . ./s.sh; rm -f s.sh"), ("env dd of=s.sh status=none <<EOF\n", "\nEOF\nsh s.sh; rm -f s.sh"),
+    ("python3 - <<EOF\n", "\nEOF"), ("awk -f - <<EOF\n", "\nEOF"), ("sed -f /dev/stdin /dev/null <<EOF\n", "\nEOF"),
+    ("sh -c 'cat' <<EOF | sh\n\\eval ", "\nEOF"), ("v=", '; echo "${v@P}"'), ("trap 'eval \"$v\"' EXIT; v=", ""),
 ]
 
 

@@ -41,6 +41,9 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
     def has_add_permission(self, request):
         return False
 
+    def has_change_permission(self, request, obj=None):
+        return False  # a request changes only by a decision (the queue, its actions, the API), never by a form save
+
     def has_delete_permission(self, request, obj=None):
         return False
 

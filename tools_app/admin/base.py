@@ -5,22 +5,9 @@ from django import forms
 from django.contrib import admin, messages
 from django.db.models import Model, QuerySet
 
+from goclaw.admin import ReadOnlyAdmin  # noqa: F401  (the tools admin screens' read-only base)
 from tools_app.services.custom_tools import env_problems
 from tools_app.services.policy import SpecCheck
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """A record people read but never add, edit or delete in the admin (logs, histories; actions may still call
-    services)."""
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 class ServiceAdmin(admin.ModelAdmin):

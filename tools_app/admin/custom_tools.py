@@ -17,7 +17,7 @@ from goclaw.errors import ApplicationError
 from tools_app import pipeline
 from tools_app.admin.base import SealedEnvAdmin, SealedEnvForm
 from tools_app.calls import ToolCall
-from tools_app.custom_tools import TemplateError, render_command, sample_arguments
+from tools_app.custom_tools import TemplateError, compile_template, render_command, sample_arguments
 from tools_app.models import Agent, CustomTool
 from tools_app.security.scrub import scrub_text
 from tools_app.services import custom_tools as svc
@@ -84,10 +84,12 @@ class CustomToolAdmin(SealedEnvAdmin):
         samples = sample_arguments(obj.parameters)
         try:
             command = render_command(obj.command, samples)
+            script = compile_template(obj.command).script
         except TemplateError as exc:
             return str(exc)
-        return format_html("<code>{}</code><br><small>arguments: {}</small>", command,
-                           json.dumps(samples, ensure_ascii=False))
+        return format_html("<code>{}</code><br><small>arguments: {}</small><br><small>the process runs "
+                           "<code>{}</code> with each argument in its GOCLAW_ARG_ variable</small>", command,
+                           json.dumps(samples, ensure_ascii=False), script)
 
     @admin.display(description="try it")
     def try_link(self, obj: CustomTool) -> str:

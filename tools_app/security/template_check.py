@@ -1,4 +1,4 @@
-"""Custom-tool command templates as shell code (docs/custom-tools.md, "Where a placeholder may stand").
+"""Custom-tool command templates as shell code (docs/custom-tools.md, "Arguments are data").
 
 A template's `{{.key}}` placeholders never become text in the script: each becomes a reference to an environment
 variable that holds the argument, so the shell reads the value as data and never parses it. What is left to decide
@@ -14,7 +14,9 @@ at save time is *where* each reference stands, and this module decides it from t
   programs and script operands, a shell reading its input, `xargs`, `find -exec`, `sudo`/`env`/`timeout` wrappers…).
 
 A value can also travel through the author's own variables (`v={{.x}}; eval "$v"`), a command substitution's output,
-`read`, a `for` loop or positional parameters; those carry the placeholder's taint and are held to the same rules.
+`read`, a `for` loop, positional parameters, a function's input, a file the template writes or a descriptor it opens;
+those carry the placeholder's taint and are held to the same rules. Where tree-sitter is known to read shell
+differently from /bin/sh, the template is refused rather than guessed (`_structure_problems`).
 """
 from __future__ import annotations
 
@@ -83,13 +85,14 @@ SENSITIVE_VARIABLES = DANGER_ENV | CMD_ENV | word_set(
     "HISTFILE MAIL MAILPATH GCONV_PATH LOCPATH NLSPATH HOSTALIASES RESOLV_HOST_CONF MALLOC_CONF TERMINFO TERMCAP "
     "NODE_OPTIONS NODE_PATH RUBYOPT RUBYLIB PERL5OPT PERL5LIB PERLLIB PYTHONPATH PYTHONHOME PYTHONSTARTUP "
     "PYTHONWARNINGS PYTHONINSPECT PYTHONBREAKPOINT JAVA_TOOL_OPTIONS _JAVA_OPTIONS JDK_JAVA_OPTIONS CLASSPATH LUA_INIT "
-    "LUA_PATH LUA_CPATH PHPRC PHP_INI_SCAN_DIR OPENSSL_CONF OPENSSL_ENGINES SSLKEYLOGFILE CURL_HOME WGETRC XDG_CONFIG_HOME "
-    "XDG_CONFIG_DIRS XDG_DATA_DIRS ZDOTDIR LESSKEY")
+    "LUA_PATH LUA_CPATH PHPRC PHP_INI_SCAN_DIR OPENSSL_CONF OPENSSL_ENGINES SSLKEYLOGFILE CURL_HOME WGETRC "
+    "XDG_CONFIG_HOME XDG_CONFIG_DIRS XDG_DATA_DIRS ZDOTDIR LESSKEY")
 SENSITIVE_VARIABLE = re.compile(
     r"^(LD_|DYLD_|BASH_FUNC_|GIT_|PYTHON|PERL|RUBY|NODE_|NPM_CONFIG_|LUA_|LC_|GCONV|DOCKER_|KUBE|SSH_|GNUPG|GPG_)|"
     r"(PATH|_OPTIONS|_OPTS|_COMMAND|_CMD|EDITOR|PAGER|_SHELL|PRELOAD|_HOOK|_HOOKS|_PROGRAM|_ASKPASS|_CONFIG)$")
 # A here-document delimiter tree-sitter and /bin/sh read the same way: a plain word, whole-quoted or backslashed.
-HEREDOC_DELIMITER = re.compile(r"""^(?:[A-Za-z0-9_][A-Za-z0-9_.-]*|'[A-Za-z0-9_.-]+'|"[A-Za-z0-9_.-]+"|\\[A-Za-z0-9_.-]+)$""")
+HEREDOC_DELIMITER = re.compile(
+    r"""^(?:[A-Za-z0-9_][A-Za-z0-9_.-]*|'[A-Za-z0-9_.-]+'|"[A-Za-z0-9_.-]+"|\\[A-Za-z0-9_.-]+)$""")
 TEST_BINARY = word_set("= == != < > -eq -ne -lt -le -gt -ge -nt -ot -ef =~")
 TEST_UNARY_SAFE = word_set("-n -z -a -b -c -d -e -f -g -h -k -L -O -G -N -p -r -s -S -t -u -w -x")
 ARITHMETIC = frozenset({"arithmetic_expansion", "c_style_for_statement", "subscript", "postfix_expression",
@@ -197,19 +200,32 @@ class _Script:
 
     def contains_taint(self, node: Node, skip_self: bool = False) -> str | None:
         """The label of the first value-carrying expansion inside `node` (its whole subtree)."""
+        key = ("contains", node.start_byte, node.end_byte, node.type, skip_self)
+        if key in self._memo:
+            return self._memo[key]
+        found = None
         for n in _walk(node):
             if skip_self and n is node:
                 continue
             if n.type in ("expansion", "simple_expansion", "command_substitution"):
                 label = self.expansion_label(n)
                 if label:
-                    return label
-        return None
+                    found = label
+                    break
+        self._memo[key] = found
+        return found
 
     def stdin_taint(self, node: Node) -> str | None:
         """The label of a value that reaches `node`'s standard input: a here-document, here-string or `<` file
         around it, or an earlier stage of a pipeline it is in (a command substitution's commands share the input
         of the command around them, so the walk goes on through them)."""
+        key = ("stdin", node.start_byte, node.end_byte, node.type)
+        if key not in self._memo:
+            self._memo[key] = None
+            self._memo[key] = self._stdin_taint(node)
+        return self._memo[key]
+
+    def _stdin_taint(self, node: Node) -> str | None:
         if node.type == "command":
             for redirect in node.children:
                 label = self._redirect_input_taint(redirect)
@@ -230,7 +246,7 @@ class _Script:
                 for stage in parent.children:
                     if stage.start_byte >= child.start_byte:
                         break
-                    label = self.contains_taint(stage)
+                    label = self.contains_taint(stage) or (self.stdin_taint(stage) if stage.is_named else None)
                     if label:
                         return label
             child, parent = parent, parent.parent
@@ -273,7 +289,7 @@ class _Script:
                             {}, [], 0, 0)
         for _ in range(MAX_DEPTH + 2):
             try:
-                res = unwrap(_NO_ANALYSIS, cmd) if cmd.argv else None
+                res = _unwrap(cmd) if cmd.argv else None
             except (IndexError, ValueError):
                 res = None
             if res is None or res[0] != "argv":
@@ -305,81 +321,109 @@ class _Script:
                 body = next((c for c in node.children if c.is_named and c.type != "word"), None)
                 if name is not None and body is not None:
                     self.functions[_text(name)] = body
-        for _ in range(8):
-            before = (len(self.written), len(self.fds), self.stdin)
-            for node in _walk(self.root):
-                if node.type not in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
+        for node in _walk(self.root):
+            if node.type not in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
+                continue
+            statement = node.parent
+            if statement is None:
+                continue
+            fd = next((c for c in node.children if c.type == "file_descriptor"), None)
+            op = next((_text(c) for c in node.children if not c.is_named and _text(c) != "\n"), "")
+            if op in (">", ">>", ">|", "&>", "&>>", ">&", "&>|"):
+                dest = node.child_by_field_name("destination")
+                if dest is None or (op == ">&" and re.fullmatch(r"\d+|-", _text(dest))):
                     continue
-                statement = node.parent
-                if statement is None:
-                    continue
-                fd = next((c for c in node.children if c.type == "file_descriptor"), None)
-                op = next((_text(c) for c in node.children if not c.is_named and _text(c) != "\n"), "")
-                if op in (">", ">>", ">|", "&>", "&>>", ">&", "&>|"):
-                    dest = node.child_by_field_name("destination")
-                    if dest is None or (op == ">&" and re.fullmatch(r"\d+|-", _text(dest))):
-                        continue
-                    label = self.contains_taint(statement) or self.stdin_taint(statement)
-                    if label:
-                        path = self._static(dest)
+                label = self.contains_taint(statement) or self.stdin_taint(statement)
+                if label:
+                    path = self._static(dest)
+                    key = "*" if TAINT in path or UNKNOWN_VALUE in path else path.rstrip("/").rsplit("/", 1)[-1]
+                    self.written.setdefault(key, label)
+                continue
+            label = self._redirect_input_taint(node)
+            if not label:
+                continue
+            if fd is not None and _text(fd) != "0":
+                self.fds.setdefault(_text(fd), label)
+            elif _is_bare_exec(statement):
+                self.stdin = self.stdin or label
+        for node in _walk(self.root):
+            if node.type != "command" or node.child_by_field_name("name") is None:
+                continue
+            argv = self._program_argv(node)
+            if not argv or basename(argv[0]) not in FILE_WRITERS:
+                continue
+            label = self.contains_taint(node) or self.stdin_taint(node)
+            if label:
+                for path in argv[1:]:
+                    path = path.removeprefix("of=")
+                    if not path.startswith("-"):
                         key = "*" if TAINT in path or UNKNOWN_VALUE in path else path.rstrip("/").rsplit("/", 1)[-1]
                         self.written.setdefault(key, label)
-                    continue
-                label = self._redirect_input_taint(node)
-                if not label:
-                    continue
-                if fd is not None and _text(fd) != "0":
-                    self.fds.setdefault(_text(fd), label)
-                elif _is_bare_exec(statement):
-                    self.stdin = self.stdin or label
-            for node in _walk(self.root):
-                if node.type != "command" or node.child_by_field_name("name") is None:
-                    continue
-                argv = self._program_argv(node)
-                if not argv or basename(argv[0]) not in FILE_WRITERS:
-                    continue
-                label = self.contains_taint(node) or self.stdin_taint(node)
-                if label:
-                    for path in argv[1:]:
-                        path = path.removeprefix("of=")
-                        if not path.startswith("-"):
-                            key = "*" if TAINT in path or UNKNOWN_VALUE in path else path.rstrip("/").rsplit("/", 1)[-1]
-                            self.written.setdefault(key, label)
-            if (len(self.written), len(self.fds), self.stdin) == before:
-                break
-            self._memo.clear()
+        self._memo.clear()
+
+    def settle(self) -> None:
+        """Variables, files and descriptors that carry a value, until neither finds more (each can feed the other:
+        `exec <<EOF` makes `v=$(cat)` carry it; a variable written to a file makes the file carry it)."""
+        for _ in range(16):
+            before = (len(self.tainted), len(self.written), len(self.fds), self.stdin)
+            self.propagate()
+            self.track()
+            if (len(self.tainted), len(self.written), len(self.fds), self.stdin) == before:
+                return
+        raise TemplateRefused(["the value passes through too many variables, files and inputs for goclaw to follow"])
 
     def propagate(self) -> None:
-        """Variables that end up holding a value: assigned from one, iterated over one, or read from input."""
-        for _ in range(32):
+        """Variables that end up holding a value: assigned from one (directly, or from another such variable),
+        iterated over one, or read from input. A dependency graph, so a long chain costs one pass; rounds only
+        re-read what a command's input brings (`printf %s "$v" | { w=$(cat); }`), and never ending is a refusal."""
+        flows: list[tuple[str, list[Node]]] = []  # (variable, the nodes its value comes from)
+        for node in _walk(self.root):
+            if node.type == "variable_assignment":
+                name = node.child_by_field_name("name")
+                if name is not None and name.type == "subscript":
+                    name = next((c for c in name.children if c.type == "variable_name"), None)
+                value = node.child_by_field_name("value")
+                if name is not None and value is not None:
+                    flows.append((_text(name), [value]))
+            elif node.type == "for_statement":
+                var = node.child_by_field_name("variable")
+                values = node.children_by_field_name("value")
+                if var is not None and not values:
+                    self.tainted.setdefault(_text(var), "the positional parameters")
+                elif var is not None:
+                    flows.append((_text(var), values))
+            elif node.type == "command" and node.child_by_field_name("name") is not None:
+                argv = self._program_argv(node)  # `command read v`, `builtin read v` too
+                if argv and argv[0] in ("read", "getopts", "mapfile", "readarray", "printf", "wait"):
+                    for word in argv[1:]:
+                        if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", word):
+                            self.tainted.setdefault(word, f"what {argv[0]} reads")
+        readers: dict[str, list[int]] = {}  # variable -> flows whose value mentions it
+        for index, (_, nodes) in enumerate(flows):
+            for n in (x for v in nodes for x in _walk(v)):
+                if n.type in ("variable_name", "special_variable_name"):
+                    readers.setdefault(_text(n), []).append(index)
+        for _ in range(16):
             before = len(self.tainted)
-            for node in _walk(self.root):
-                if node.type == "variable_assignment":
-                    name = node.child_by_field_name("name")
-                    if name is not None and name.type == "subscript":
-                        name = next((c for c in name.children if c.type == "variable_name"), None)
-                    value = node.child_by_field_name("value")
-                    label = self.contains_taint(value) if value is not None else None
-                    if name is not None and label and _text(name) not in self.tainted:
-                        self.tainted[_text(name)] = label
-                elif node.type == "for_statement":
-                    var = node.child_by_field_name("variable")
-                    values = node.children_by_field_name("value")
-                    label = next((lb for v in values if (lb := self.contains_taint(v))), None) if values else \
-                        "the positional parameters"
-                    if var is not None and label and _text(var) not in self.tainted:
-                        self.tainted[_text(var)] = label
-                elif node.type == "command":
-                    name = node.child_by_field_name("name")
-                    if name is not None and _text(name) in ("read", "getopts", "mapfile", "readarray", "printf", "wait"):
-                        for arg in node.children_by_field_name("argument"):
-                            word = _text(arg)
-                            if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", word) and word not in self.tainted:
-                                self.tainted[word] = f"what {_text(name)} reads"
-            if len(self.tainted) == before:
-                self._memo.clear()
-                return
             self._memo.clear()
+            queue = []
+            for target, nodes in flows:
+                label = next((lb for v in nodes if (lb := self.contains_taint(v))), None)
+                if label and target not in self.tainted:
+                    self.tainted[target] = label
+                    queue.append(target)
+            queue.extend(self.tainted)
+            while queue:
+                source = queue.pop()
+                for index in readers.get(source, ()):
+                    target = flows[index][0]
+                    if target not in self.tainted:
+                        self.tainted[target] = f"${source} (it carries {self.tainted[source]})"
+                        queue.append(target)
+            self._memo.clear()
+            if len(self.tainted) == before:
+                return
+        raise TemplateRefused(["the value passes through too many commands' input for goclaw to follow"])
 
     # --- where an expansion stands -----------------------------------------------------------------------------------
     def position(self, node: Node, label: str, ours: bool) -> str | None:
@@ -579,7 +623,7 @@ class _Script:
                 self.refuse(f"`{shown}` (line {line}) runs a file that holds {label}")
                 return
             try:
-                res = unwrap(_NO_ANALYSIS, cmd)
+                res = _unwrap(cmd)
             except (IndexError, ValueError):
                 res = None
             for key, value in cmd.assigns.items():
@@ -819,8 +863,7 @@ class _Script:
         inner = _Script(tree.root_node, {}, {**self.tainted, **(env_names or {})}, self.where + where,
                         self.depth + 1, stdin, fds=dict(self.fds), written=dict(self.written))
         inner.heredocs()
-        inner.propagate()
-        inner.track()
+        inner.settle()
         inner.judge()
         for problem in inner.problems:
             if problem not in self.problems:
@@ -832,6 +875,22 @@ class _NoAnalysis:
 
 
 _NO_ANALYSIS = _NoAnalysis()
+
+
+def _unwrap(cmd: SimpleCommand):
+    """shell_check's `unwrap`, with the shell's own wrappers read exactly: `command` looks a name up only when its
+    leading options hold -v/-V (shell_check looks anywhere, which `command eval printf -v …` would slip past)."""
+    if cmd.name in ("command", "builtin", "exec"):
+        args, i = cmd.args, 0
+        while i < len(args) and args[i].startswith("-") and args[i] != "-":
+            if args[i] == "--":
+                i += 1
+                break
+            if cmd.name == "command" and ("v" in args[i] or "V" in args[i]):
+                return None
+            i += 2 if cmd.name == "exec" and args[i] == "-a" else 1
+        return ("argv", args[i:]) if args[i:] else None
+    return unwrap(_NO_ANALYSIS, cmd)
 
 
 def _ancestors(node: Node):
@@ -1012,8 +1071,7 @@ def check_template(template: str, sites: list[Site]) -> list[str]:
             continue
         contexts.append(script.position(node, label, ours=True))
     script.heredocs()
-    script.propagate()
-    script.track()
+    script.settle()
     script.judge()
     problems += script.problems
     if problems:
