@@ -14,18 +14,19 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _common import ROOT, write_result
+from _common import BENCH_DATA, ROOT, write_result
 
 FIGURES = ("rps", "p50_ms", "p99_ms")
 
 
-def run(tree: Path, script: str, result_name: str) -> dict:
-    """Run `script` in `tree`; its result JSON (under that tree's results dir: BENCH_RESULT_NAME, or the script's
-    own name for an older script that does not read it)."""
+def run(tree: Path, script: str, result_name: str, data_dir: Path) -> dict:
+    """Run `script` in `tree` on the benchmark data dir `data_dir` (each side its own: their schemas may differ); its
+    result JSON (under that tree's results dir: BENCH_RESULT_NAME, or the script's own name for an older script that
+    does not read it)."""
     results = tree / "benchmarks" / "results"
     (results / f"{result_name}.json").unlink(missing_ok=True)
     subprocess.run([sys.executable, str(tree / "benchmarks" / script)], cwd=tree, check=True,
-                   env={**os.environ, "BENCH_RESULT_NAME": result_name})
+                   env={**os.environ, "BENCH_RESULT_NAME": result_name, "GOCLAW_BENCH_DATA": str(data_dir)})
     named = results / f"{result_name}.json"
     return json.loads((named if named.exists() else results / f"{Path(script).stem.removeprefix('bench_')}.json").read_text())
 
@@ -54,7 +55,8 @@ def main() -> None:
         for round_no in range(args.rounds):
             for side, tree in (("before", before_tree), ("after", ROOT)):
                 print(f"== round {round_no + 1}: {side}", flush=True)
-                runs[side].append(measured(run(tree, args.script, f"{name}_{side}_run")))
+                data_dir = BENCH_DATA if side == "after" else BENCH_DATA.with_name(BENCH_DATA.name + "-before")
+                runs[side].append(measured(run(tree, args.script, f"{name}_{side}_run", data_dir)))
     finally:
         subprocess.run(["git", "worktree", "remove", "--force", str(before_tree)], cwd=ROOT)
         shutil.rmtree(before_tree, ignore_errors=True)

@@ -9,9 +9,9 @@ import json
 import pytest
 from django.test import Client
 
+from tests.console_app.test_audit import EchoTool  # the same echoing tool the audit search tests use
 from tests.factories import make_agent, make_person
 from tools_app import pipeline
-from tools_app.base import Tool, ToolResult
 from tools_app.models import AuditEvent
 from tools_app.registry import registry
 from tools_app.selectors_audit import PAYLOAD_PREVIEW_CHARS, payload_masked
@@ -20,17 +20,6 @@ pytestmark = pytest.mark.django_db
 
 SECRET_TAIL = "the-tail-only-auditors-read-" + "q" * 30
 LONG = "plan: " + "x" * 60 + SECRET_TAIL  # longer than the preview: its tail is what masking hides
-
-
-class EchoTool(Tool):
-    name = "echo_back"
-    description = "returns its text, many times"
-    parameters = {"type": "object", "properties": {"text": {"type": "string"}, "count": {"type": "integer"}},
-                  "additionalProperties": False}
-    read_only = True
-
-    def run(self, ctx, args):
-        return ToolResult(for_llm=args.get("text", "") * int(args.get("count", 1)))
 
 
 @pytest.fixture
