@@ -31,7 +31,8 @@ def chained_models() -> list[type[ChainedRecord]]:
 
 
 def purgeable_models() -> list[type[ChainedRecord]]:
-    return chained_models()[2:]
+    """Every append-only table but the purge records (what verification needs to accept a purged chain front)."""
+    return chained_models()[1:]
 
 
 # --- retention -------------------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ BEGIN
 END
 $fn$;
 
--- The retention purge of one protected table: at most `max_rows` rows created before `cutoff` (at least a day old),
+-- The retention purge of one protected table (never of the purge records themselves): at most `max_rows` rows created before `cutoff` (at least a day old),
 -- always the front of their chains (a chain's rows are removed in seq order and only up to its first row that is
 -- kept), so every chain that remains still verifies from its first kept row. Returns {"removed": n,
 -- "cut_chains": {chain: [last removed seq, its hash]}} for the chains that still have rows; the caller records
@@ -43,7 +43,7 @@ DECLARE
     cut jsonb;
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = tbl AND tgname = 'goclaw_append_only')
-       OR tbl IN ('goclaw_auditcheckpoint'::regclass, 'goclaw_auditpurge'::regclass) THEN
+       OR tbl = 'goclaw_auditpurge'::regclass THEN
         RAISE EXCEPTION 'goclaw_audit_purge: % is not a purgeable audit table', tbl USING ERRCODE = 'insufficient_privilege';
     END IF;
     IF cutoff IS NULL OR cutoff > now() - interval '1 day' THEN

@@ -204,7 +204,7 @@ def test_the_purge_function_refuses_recent_cutoffs_and_other_tables(agent):
     from django.db import DatabaseError
 
     for table, cutoff in (("tools_app_toolinvocation", timezone.now()), ("tools_app_agent", timezone.now() - timedelta(days=9)),
-                          ("goclaw_auditcheckpoint", timezone.now() - timedelta(days=9))):
+                          ("goclaw_auditpurge", timezone.now() - timedelta(days=9))):
         with pytest.raises(DatabaseError), transaction.atomic(), connection.cursor() as cursor:
             cursor.execute("SELECT goclaw_audit_purge(%s::regclass, %s, 10)", [table, cutoff])
 
@@ -218,9 +218,11 @@ def test_the_retention_purge_keeps_the_trail_verifiable_and_records_what_it_remo
                 for i in range(5)] + [ToolInvocation(agent_key="a", tool_name="t", status="ok") for _ in range(2)]
         ToolInvocation.objects.bulk_create(rows)
         StoredToolOutput.objects.create(agent_key="a", tool_name="t", content="old", created_at=old)
+    audit_checkpoint_write(now=old + timedelta(minutes=1))  # checkpoints age out like the rows they recorded
     audit_checkpoint_write()
     report = audit_purge_expired(batch_size=2)
     assert (report["removed"], report["outputs_removed"]) == (5, 1)
+    assert report["tables"]["goclaw.AuditCheckpoint"] == 1
     purge = AuditPurge.objects.filter(table="tools_app_toolinvocation").order_by("-created_at")[0]
     assert str(rows[0].chain) in purge.cut_chains and purge.cut_chains[str(rows[0].chain)][0] == 4
     assert sum(p.removed for p in AuditPurge.objects.filter(table="tools_app_toolinvocation")) == 5
