@@ -20,10 +20,9 @@ from typing import Any
 from goclaw import crypto
 from sandbox_app.services import SandboxError, resolve_backend, safe_child_env, sandbox_exec
 from tools_app.base import Tool, ToolContext, ToolError, ToolResult
-from tools_app.builtin.custom import injected_secrets
+from tools_app.builtin.custom import injected_secrets, scrubbed_result
 from tools_app.builtin.runtime import DEFAULT_GRACE, OUTER_TIMEOUT_SLACK, format_exec_result, sandbox_limits
 from tools_app.sandboxing import sandbox_for_call
-from tools_app.security.scrub.transforms import scrub_known_values
 from tools_app.services.cli_binaries import TOOL_NAME
 from tools_app.toolsets import ToolSource
 from tools_app.workspace import workspace_required
@@ -142,10 +141,10 @@ class CredentialedExecTool(Tool):
                 result = sandbox_exec(argv=[row.path, *argv], workspace=workspace, cwd=workspace,
                                       env=child_env, limits=limits, spec=spec, cancel=ctx.cancel)
             except SandboxError as exc:
-                return _scrubbed(ToolResult(for_llm=f"command not run: {exc}", is_error=True,
+                return scrubbed_result(ToolResult(for_llm=f"command not run: {exc}", is_error=True,
                                             sandbox=sandbox.audit(spec.backend)), secrets)
             text = format_exec_result(result, limits)
-            return _scrubbed(
+            return scrubbed_result(
                 ToolResult(for_llm=text, is_error=result.timed_out or result.cancelled or result.exit_code != 0,
                            sandbox=sandbox.audit(result.backend)), secrets)
 
@@ -168,18 +167,6 @@ def _private_home(spec) -> Iterator[str]:
     finally:
         os.chmod(home, 0o700)
         shutil.rmtree(home, ignore_errors=True)
-
-
-def _scrubbed(result: ToolResult, secrets: list[str]) -> ToolResult:
-    """The injected values out of the output: verbatim whatever their length (also JSON-escaped), and, for values of
-    8 or more letters and digits, their common transformations (reversed, base64, hex, split by separators, dumps;
-    tools_app/security/scrub/transforms.py)."""
-    if not secrets:
-        return result
-    result.for_llm = scrub_known_values(result.for_llm, secrets)[0]
-    if result.for_user:
-        result.for_user = scrub_known_values(result.for_user, secrets)[0]
-    return result
 
 
 def tool_for_binaries(rows: list) -> CredentialedExecTool:

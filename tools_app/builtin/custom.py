@@ -2,7 +2,6 @@
 way `exec` runs one, with the row's decrypted env) and the tool source that gives each agent its custom tools."""
 from __future__ import annotations
 
-import json
 import logging
 import shlex
 import threading
@@ -19,6 +18,7 @@ from tools_app.builtin.runtime import (DEFAULT_GRACE, MAX_COMMAND_CHARS, OUTER_T
                                       sandbox_limits)
 from tools_app.custom_tools import TemplateError, compile_template, env_seal_context
 from tools_app.sandboxing import sandbox_for_call
+from tools_app.security.scrub.transforms import scrub_known_values
 from tools_app.security.shell_check import extract_simple_commands
 from tools_app.toolsets import ToolSource
 
@@ -142,16 +142,15 @@ def injected_secrets(values: Iterable[str]) -> Iterator[list[str]]:
 
 
 def scrubbed_result(result: ToolResult, secrets: list[str]) -> ToolResult:
-    """The injected values out of the output now, whatever their length (the shared scrubber ignores values under
-    its minimum length, and drops these values once the call ends)."""
+    """The injected values out of the output now (custom tools, credentialed binaries, MCP servers' env): verbatim
+    whatever their length (also JSON-escaped; the shared scrubber ignores values under its minimum length and drops
+    these once the call ends), and, for values of 8 or more letters and digits, their common transformations
+    (reversed, base64, hex, split by separators, dumps; tools_app/security/scrub/transforms.py)."""
     if not secrets:
         return result
-    forms = {form for value in set(secrets) for form in (value, json.dumps(value)[1:-1],
-                                                         json.dumps(value, ensure_ascii=False)[1:-1]) if form}
-    for form in sorted(forms, key=len, reverse=True):  # also JSON-escaped: a program may print the value as JSON
-        result.for_llm = result.for_llm.replace(form, "[REDACTED]")
-        if result.for_user:
-            result.for_user = result.for_user.replace(form, "[REDACTED]")
+    result.for_llm = scrub_known_values(result.for_llm, secrets)[0]
+    if result.for_user:
+        result.for_user = scrub_known_values(result.for_user, secrets)[0]
     return result
 
 
