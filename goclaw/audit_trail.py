@@ -68,8 +68,9 @@ def audit_checkpoint_write(now: datetime | None = None) -> AuditCheckpoint | Non
                 continue
             label = table_label(model)
             rows = (model.objects.filter(created_at__gte=since, chain__isnull=False).order_by("chain", "-chain_seq")
-                    .distinct("chain").values_list("chain", "chain_seq", "chain_hash", "created_at"))
-            changed = {str(chain): [seq, digest_hex, created.isoformat()] for chain, seq, digest_hex, created in rows
+                    .distinct("chain").values_list("chain", "chain_seq", "chain_hash", "created_at", "pk"))
+            changed = {str(chain): [seq, digest_hex, created.isoformat(), str(pk)]
+                       for chain, seq, digest_hex, created, pk in rows
                        if known.get(label, {}).get(str(chain), [None, None])[:2] != [seq, digest_hex]}
             if changed:
                 heads[label] = changed
@@ -124,6 +125,7 @@ class _Verifier:
         self.keys = audit_keys()
         # (table, chain) -> {last removed seq: its hash}, from purge records that verified
         self.cuts: dict[tuple[str, str], dict[int, str]] = {}
+        self.cut_cutoffs: dict[tuple[str, str], list[tuple[int, datetime]]] = {}  # … -> [(last removed seq, cutoff)]
         self.purge_cutoffs: dict[str, list[datetime]] = {}
         # (table, chain, seq) -> (hash, checkpoint seq), from checkpoints that verified
         self.expected: dict[tuple[str, str, int], tuple[str, int]] = {}
@@ -197,14 +199,15 @@ class _Verifier:
                 self.purge_cutoffs.setdefault(row["table"], []).append(row["cutoff"])
                 for chain, (seq, digest_hex) in row["cut_chains"].items():
                     self.cuts.setdefault((row["table"], chain), {})[seq] = digest_hex
+                    self.cut_cutoffs.setdefault((row["table"], chain), []).append((seq, row["cutoff"]))
         for row, ok in self.walk(checkpoints):  # the heads each chain had reached
             self.report.checkpoints += 1
             if ok and row["chain"] == CHECKPOINT_CHAIN:
                 self.report.latest_checkpoint = {"seq": row["chain_seq"], "hash": row["chain_hash"],
                                                  "created_at": row["created_at"].isoformat()}
                 for table, chains in row["heads"].items():
-                    for chain, (seq, digest_hex, created) in chains.items():
-                        self.expected[(table, chain, seq)] = (digest_hex, row["chain_seq"], created)
+                    for chain, (seq, digest_hex, created, row_id) in chains.items():
+                        self.expected[(table, chain, seq)] = (digest_hex, row["chain_seq"], created, row_id)
         for model in others:
             label = table_label(model)
             for row, _ in self.walk(model):
@@ -216,21 +219,30 @@ class _Verifier:
 
     def _check_heads(self, found: dict) -> None:
         """Every head a checkpoint recorded is still there with its hash, or was removed by a retention purge."""
-        for (table, chain, seq), (digest_hex, checkpoint_seq, created) in sorted(self.expected.items()):
+        for (table, chain, seq), (digest_hex, checkpoint_seq, created, row_id) in sorted(self.expected.items()):
             if (table, chain, seq) in found:
                 if found[(table, chain, seq)] != digest_hex:
-                    self.problem(table, f"{chain}:{seq}", f"checkpoint {checkpoint_seq} recorded another hash for this row "
-                                                          f"(the chain was rewritten)")
+                    self.problem(table, row_id, f"checkpoint {checkpoint_seq} recorded another hash for this row "
+                                                f"(the chain was rewritten)")
                 continue
             first_last = self.heads.get((table, chain))
             if first_last is not None and first_last[0] > seq:
-                continue  # the front of the chain went with a retention purge, recorded as such
+                # The front of the chain went with a retention purge, recorded as such; the purge takes rows by their
+                # created_at, so this row must have been older than the cutoff of a purge that cut the chain past it
+                # (else its created_at was changed to have retention take it early).
+                if any(cut_seq >= seq and cutoff > datetime.fromisoformat(created)
+                       for cut_seq, cutoff in self.cut_cutoffs.get((table, chain), ())):
+                    continue
+                self.problem(table, f"{chain}:{seq}", f"checkpoint {checkpoint_seq} recorded place {seq} of chain {chain} "
+                                                      f"as created at {created}, but a retention purge with an older "
+                                                      f"cutoff removed it (its created_at was changed: deleted early)")
+                continue
             if first_last is None and any(cutoff > datetime.fromisoformat(created)
                                           for cutoff in self.purge_cutoffs.get(table, ())):
                 continue  # the whole chain was old enough for a recorded purge
             where = f"it ends at place {first_last[1]}" if first_last else "none of its rows is left"
-            self.problem(table, f"{chain}:{seq}", f"checkpoint {checkpoint_seq} recorded chain {chain} up to place {seq}, "
-                                                  f"but {where} (rows deleted)")
+            self.problem(table, row_id, f"checkpoint {checkpoint_seq} recorded chain {chain} up to place {seq}, but "
+                                        f"{where}: this row and any after it were deleted")
 
 
 def _hex(text: str) -> bytes | None:

@@ -259,10 +259,19 @@ def _initdb(instance: EmbeddedInstance, server_user, superuser_password: str) ->
         Path(pwfile).unlink(missing_ok=True)
 
 
+# Superuser sessions resolve names in pg_catalog (and their own temp schema) only. The app role owns the app database:
+# it may create schemas, functions and operators there and set the database's default search_path, so a superuser
+# session resolving an unqualified name through that path would run the app role's code with the superuser's rights
+# (at every `migrate`). A startup option outranks the database's setting; every other name the superuser uses is
+# schema-qualified.
+SUPERUSER_OPTIONS = "-c search_path=pg_catalog,pg_temp"
+
+
 def _connect(cluster_uri: str):
+    """A superuser connection (the only kind this module opens itself)."""
     import psycopg
 
-    return psycopg.connect(cluster_uri, autocommit=True, connect_timeout=10)
+    return psycopg.connect(cluster_uri, autocommit=True, connect_timeout=10, options=SUPERUSER_OPTIONS)
 
 
 def _verifier(conn, password: str, role: str) -> str:
@@ -301,7 +310,7 @@ def _bootstrap(cluster: EmbeddedCluster, server_user) -> None:
         conn.execute(sql.SQL("REVOKE ALL ON DATABASE {} FROM PUBLIC").format(sql.Identifier(dbname)))
     with _connect(cluster.uri(dbname, superuser=True)) as conn:
         # The first migration's `CREATE EXTENSION IF NOT EXISTS vector` is then a no-op for the app role.
-        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public")
         hand_over_ownership(conn, APP_ROLE)
     _write_server_file(instance.stamp_file, json.dumps(
         {"version": BOOTSTRAP_VERSION, "database": dbname, "role": APP_ROLE}) + "\n", server_user)
@@ -361,9 +370,15 @@ def hand_over_ownership(conn, role: str) -> int:
 
 
 # --- the append-only audit tables (docs/audit-integrity.md) ---------------------------------------------------------
-_PROTECTED = "SELECT DISTINCT tgrelid::regclass::text FROM pg_trigger WHERE tgname = 'goclaw_append_only' ORDER BY 1"
-_AUDIT_FUNCTIONS = ("goclaw_audit_purge(regclass, timestamptz, integer)", "goclaw_append_only()",
-                    "goclaw_protect_append_only(regclass)")
+# The protected tables: goclaw's own (schema public) whose append-only trigger runs goclaw's function. Any role that
+# may create tables can name a trigger `goclaw_append_only`; such a table must never be handed to the audit role
+# (whatever it carries, a trigger, a rule or a policy of the app role's, would then run with the audit role's rights).
+_PROTECTED = ("SELECT DISTINCT t.tgrelid::regclass::text FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
+              "WHERE t.tgname = 'goclaw_append_only' AND c.relnamespace = 'public'::regnamespace "
+              "AND t.tgfoid = to_regprocedure('public.goclaw_append_only()') ORDER BY 1")
+_AUDIT_FUNCTIONS = ("public.goclaw_audit_purge(regclass, timestamptz, integer)", "public.goclaw_append_only()",
+                    "public.goclaw_protect_append_only(regclass)")
+_PURGE_FUNCTION = _AUDIT_FUNCTIONS[0]  # the only one the app role may execute
 
 
 def _existing_functions(conn) -> list[str]:
@@ -405,8 +420,9 @@ def lock_audit_tables(conn) -> list[str]:
     for function in _existing_functions(conn):
         name = sql.SQL(function)
         conn.execute(sql.SQL("ALTER FUNCTION {} OWNER TO {}").format(name, audit))
-        conn.execute(sql.SQL("REVOKE ALL ON FUNCTION {} FROM PUBLIC").format(name))
-        conn.execute(sql.SQL("GRANT EXECUTE ON FUNCTION {} TO {}").format(name, app))
+        conn.execute(sql.SQL("REVOKE ALL ON FUNCTION {} FROM PUBLIC, {}").format(name, app))
+        if function == _PURGE_FUNCTION:  # the trigger functions need no grant to fire; with one, a table of the
+            conn.execute(sql.SQL("GRANT EXECUTE ON FUNCTION {} TO {}").format(name, app))  # app role could pass as protected
     return relations
 
 

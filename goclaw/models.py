@@ -85,7 +85,7 @@ class AuditCheckpoint(ChainedRecord):
     a chain whose recorded head is gone was cut short. Checkpoints form one chain of their own."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    heads = models.JSONField(default=dict, help_text='{"<table>": {"<chain>": [seq, "hash", "created_at"]}}')
+    heads = models.JSONField(default=dict, help_text='{"<table>": {"<chain>": [seq, "hash", "created_at", "row id"]}}')
     window_start = models.DateTimeField(help_text="rows created since then were looked at")
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
 

@@ -123,7 +123,10 @@ ENV_REFUSED = frozenset("""
     LESSOPEN LESSCLOSE SSLKEYLOGFILE CC CXX CPP LD AR AS NM RANLIB CFLAGS CXXFLAGS CPPFLAGS LDFLAGS LDSHARED
     MAKEFLAGS MFLAGS MAKE APPDATA USERPROFILE LOCALAPPDATA COMSPEC PATHEXT TERMINFO TERMINFO_DIRS SSH_ASKPASS
     SSH_ASKPASS_REQUIRE SUDO_ASKPASS SSH_AUTH_SOCK
-""".split())
+    TCL_LIBRARY TK_LIBRARY TCLLIBPATH GTK_MODULES GTK_PATH GTK_EXE_PREFIX GIO_EXTRA_MODULES GIO_MODULE_DIR
+    GDK_PIXBUF_MODULE_FILE GDK_PIXBUF_MODULEDIR QT_PLUGIN_PATH QT_QPA_PLATFORM_PLUGIN_PATH KRB5_CONFIG
+    KRB5_KDC_PROFILE SASL_PATH MPLBACKEND IPYTHONDIR JUPYTER_PATH JUPYTER_CONFIG_DIR LIBRARY_PATH
+""".split())  # the last lines: libraries an interpreter loads load their plugins, init scripts or backends from there
 # Namespaces refused as a whole except for the names listed (their readers are an interpreter, a package runner,
 # the dynamic loader or a library they load; anything new there fails closed).
 ENV_NAMESPACES: tuple[tuple[str, frozenset[str]], ...] = (
@@ -145,7 +148,7 @@ ENV_NAMESPACES: tuple[tuple[str, frozenset[str]], ...] = (
     *((prefix, frozenset()) for prefix in (
         "LD_", "DYLD_", "PIP_", "PIPX_", "BUN_", "BUNFIG", "COREPACK_", "YARN_", "PNPM_", "TS_NODE_", "TSX_",
         "BASH_", "GIT_", "XDG_", "GLIBC_", "MALLOC_", "OPENSSL_", "JAVA_", "_JAVA_", "JDK_", "PERL",
-        "RUBY", "GEM_", "BUNDLE_", "LUA_", "RUSTC", "CARGO_", "CONDA_", "PYENV_", "VOLTA_", "NVM_", "FNM_")),
+        "RUBY", "GEM_", "BUNDLE_", "LUA_", "RUSTC", "CARGO_", "CONDA_", "PYENV_", "VOLTA_", "NVM_", "FNM_", "GST_")),
 )
 
 

@@ -37,13 +37,20 @@ $fn$;
 -- "cut_chains": {chain: [last removed seq, its hash]}} for the chains that still have rows; the caller records
 -- that (a chained AuditPurge row) in the same transaction.
 CREATE OR REPLACE FUNCTION goclaw_audit_purge(tbl regclass, cutoff timestamptz, max_rows integer) RETURNS jsonb
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $fn$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+-- It runs with its owner's rights, so nothing in it may resolve to an object of the caller's: names resolve in
+-- pg_catalog only (the caller may create functions and operators in public, and one with a closer argument type would
+-- win over pg_catalog's), and the table must be the owner's own, with goclaw's trigger (a table of the caller's could
+-- carry a trigger, rule or policy of its own that would then run with the owner's rights).
 DECLARE
     removed integer;
     cut jsonb;
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = tbl AND tgname = 'goclaw_append_only')
-       OR tbl = 'goclaw_auditpurge'::regclass THEN
+    IF tbl IS NULL
+       OR NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = tbl AND tgname = 'goclaw_append_only'
+                                                 AND tgfoid = 'public.goclaw_append_only()'::regprocedure)
+       OR (SELECT relowner FROM pg_class WHERE oid = tbl) IS DISTINCT FROM (SELECT oid FROM pg_roles WHERE rolname = current_user)
+       OR tbl = 'public.goclaw_auditpurge'::regclass THEN
         RAISE EXCEPTION 'goclaw_audit_purge: % is not a purgeable audit table', tbl USING ERRCODE = 'insufficient_privilege';
     END IF;
     IF cutoff IS NULL OR cutoff > now() - interval '1 day' THEN
@@ -105,7 +112,7 @@ class Migration(migrations.Migration):
                 ('chain_seq', models.BigIntegerField(blank=True, editable=False, null=True)),
                 ('chain_hash', models.CharField(blank=True, editable=False, max_length=64)),
                 ('id', models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
-                ('heads', models.JSONField(default=dict, help_text='{"<table>": {"<chain>": [seq, "hash", "created_at"]}}')),
+                ('heads', models.JSONField(default=dict, help_text='{"<table>": {"<chain>": [seq, "hash", "created_at", "row id"]}}')),
                 ('window_start', models.DateTimeField(help_text='rows created since then were looked at')),
                 ('created_at', models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
             ],

@@ -134,7 +134,8 @@ def test_deleting_the_newest_rows_after_a_checkpoint_is_found(agent, superuser):
                       (newest.chain, newest.chain_seq - 1))
     code, _, err = _verify()
     assert code == 1
-    assert f"recorded chain {newest.chain} up to place {newest.chain_seq}, but it ends at place {newest.chain_seq - 2}" in err
+    assert (f"BROKEN tools_app_toolinvocation row {newest.pk}: checkpoint 0 recorded chain {newest.chain} up to place "
+            f"{newest.chain_seq}, but it ends at place {newest.chain_seq - 2}: this row and any after it were deleted") in err
 
 
 def test_rows_inserted_out_of_band_are_found(agent, superuser):
@@ -270,3 +271,19 @@ def test_nobody_deletes_or_edits_audit_rows_in_the_admin_not_even_a_superuser(ag
         response = admin_client.post(f"/admin/tools_app/{model}/", {"action": "delete_selected", "_selected_action": [pk]})
         assert response.status_code in (200, 302)
     assert ToolInvocation.objects.filter(pk=row.pk).exists() and AuditEvent.objects.filter(pk=event.pk).exists()
+
+
+def test_backdating_rows_so_that_retention_takes_them_early_is_found(agent, superuser, settings):
+    """The purge takes rows by created_at: a superuser who backdates recent rows has the next retention purge remove
+    them, recorded as an ordinary purge. A checkpoint knew when they were really created."""
+    settings.AUDIT_RETENTION_DAYS = 30
+    _calls(agent, 3)
+    assert audit_checkpoint_write() is not None  # records this process's chain up to place 2
+    _calls(agent, 3)
+    chain = ToolInvocation.objects.get(chain_seq=2).chain
+    superuser.execute("UPDATE tools_app_toolinvocation SET created_at = now() - interval '40 days' "
+                      "WHERE chain = %s AND chain_seq <= 2", (chain,))
+    assert audit_purge_expired(batch_size=100)["removed"] == 3
+    code, _, err = _verify()
+    assert code == 1
+    assert f"recorded place 2 of chain {chain}" in err and "deleted early" in err

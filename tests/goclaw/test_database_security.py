@@ -324,3 +324,100 @@ def test_an_old_style_server_still_running_is_migrated_and_restarted(scratch):
     finally:
         cluster.cleanup()
     assert not (EmbeddedInstance(home).pgdata / "postmaster.pid").exists()
+
+
+# --- the app role's own objects never run with more rights than its own ------------------------------------------------
+# The app role may create functions, operators, tables and schemas in its database, and set the database's default
+# search_path. Whatever it creates must not run as the audit role (the purge function is SECURITY DEFINER) or as the
+# superuser (which connects at every `migrate` to lock the audit tables).
+_PAYLOAD = """
+CREATE FUNCTION {schema}.rt_escalate() RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF (SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) current_user) THEN
+        EXECUTE 'ALTER ROLE goclaw SUPERUSER';
+    END IF;
+    EXECUTE 'GRANT UPDATE, DELETE ON public.tools_app_auditevent TO goclaw';
+EXCEPTION WHEN insufficient_privilege THEN NULL;  -- as the app role itself: nothing gained
+END $$;
+"""
+
+
+def _escalated(conn) -> bool:
+    return conn.execute("select rolsuper or has_table_privilege('goclaw', 'public.tools_app_auditevent', 'UPDATE') "
+                        "from pg_roles where rolname = 'goclaw'").fetchone()[0]
+
+
+def test_the_purge_function_runs_no_function_or_operator_the_app_role_made(fresh):
+    # pg_catalog's hashtextextended(text, bigint) is called with an integer: a public one taking an integer is a
+    # closer match, and format(), jsonb_object_agg() etc. likewise; the purge function must not resolve to them.
+    cluster, _ = fresh
+    with psycopg.connect(cluster.uri(), autocommit=True) as conn:
+        conn.execute(_PAYLOAD.format(schema="public"))
+        try:
+            conn.execute("CREATE FUNCTION public.hashtextextended(text, integer) RETURNS bigint LANGUAGE plpgsql AS "
+                         "$$BEGIN PERFORM public.rt_escalate(); RETURN 1; END$$")
+            conn.execute("CREATE FUNCTION public.format(text, regclass) RETURNS text LANGUAGE plpgsql AS "
+                         "$$BEGIN PERFORM public.rt_escalate(); RETURN pg_catalog.format($1, $2); END$$")
+            result = conn.execute("select goclaw_audit_purge('tools_app_auditevent', now() - interval '2 days', 10)"
+                                  ).fetchone()[0]
+            assert result == {"removed": 0, "cut_chains": {}}
+            assert not _escalated(conn)
+        finally:
+            conn.execute("DROP FUNCTION IF EXISTS public.hashtextextended(text, integer), public.format(text, regclass), "
+                         "public.rt_escalate()")
+
+
+def test_a_table_of_the_app_roles_is_neither_purged_as_audit_nor_handed_to_the_audit_role(fresh):
+    # Anyone may name a trigger goclaw_append_only: the purge function refuses a table that is not its owner's
+    # (its triggers would run with the owner's rights), and `migrate` never gives such a table to the audit role.
+    cluster, env = fresh
+    with psycopg.connect(cluster.uri(), autocommit=True) as conn:
+        conn.execute(_PAYLOAD.format(schema="public"))
+        try:
+            conn.execute("CREATE TABLE public.rt_bait (id uuid primary key, chain uuid, chain_seq bigint, "
+                         "chain_hash text, created_at timestamptz)")
+            conn.execute("INSERT INTO public.rt_bait VALUES (gen_random_uuid(), gen_random_uuid(), 0, '', "
+                         "now() - interval '10 days')")
+            conn.execute("CREATE FUNCTION public.rt_trigger() RETURNS trigger LANGUAGE plpgsql AS "
+                         "$$BEGIN PERFORM public.rt_escalate(); RETURN OLD; END$$")
+            conn.execute("CREATE TRIGGER goclaw_append_only BEFORE DELETE ON public.rt_bait FOR EACH ROW "
+                         "EXECUTE FUNCTION public.rt_trigger()")
+            conn.execute("GRANT ALL ON public.rt_bait TO goclaw_audit")
+            with pytest.raises(errors.InsufficientPrivilege, match="not a purgeable audit table"):
+                conn.execute("select goclaw_audit_purge('rt_bait', now() - interval '2 days', 10)")
+            assert not _escalated(conn)
+            manage(env, "migrate", "--verbosity", "0")
+            owner = conn.execute("select tableowner from pg_tables where tablename = 'rt_bait'").fetchone()[0]
+            assert owner == APP_ROLE
+            with pytest.raises(errors.InsufficientPrivilege):  # nor may it use goclaw's trigger function on it
+                conn.execute("CREATE TRIGGER goclaw_append_only_2 BEFORE DELETE ON public.rt_bait FOR EACH ROW "
+                             "EXECUTE FUNCTION public.goclaw_append_only()")
+        finally:
+            conn.execute("DROP TABLE IF EXISTS public.rt_bait")
+            conn.execute("DROP FUNCTION IF EXISTS public.rt_trigger(), public.rt_escalate()")
+
+
+def test_migrate_runs_as_the_superuser_none_of_the_app_roles_functions_or_operators(fresh):
+    # The app role owns its database: it may add a schema of functions and operators shadowing pg_catalog's and put
+    # it first in the database's default search_path. The superuser's sessions (at every `migrate`) pin their own.
+    cluster, env = fresh
+    with psycopg.connect(cluster.uri(), autocommit=True) as conn:
+        database = conn.execute("select current_database()").fetchone()[0]
+        conn.execute("CREATE SCHEMA rt_shadow")
+        try:
+            conn.execute(_PAYLOAD.format(schema="rt_shadow"))
+            for signature, body in (("to_regprocedure(text) RETURNS regprocedure", "pg_catalog.to_regprocedure($1)"),
+                                    ("rt_eq(name, text) RETURNS boolean", "pg_catalog.nameeqtext($1, $2)"),
+                                    ("rt_eqn(name, name) RETURNS boolean", "pg_catalog.nameeq($1, $2)"),
+                                    ("rt_eqo(oid, oid) RETURNS boolean", "pg_catalog.oideq($1, $2)")):
+                conn.execute(f"CREATE FUNCTION rt_shadow.{signature} LANGUAGE plpgsql AS "
+                             f"$$BEGIN PERFORM rt_shadow.rt_escalate(); RETURN {body}; END$$")
+            for function, left, right in (("rt_eq", "name", "text"), ("rt_eqn", "name", "name"), ("rt_eqo", "oid", "oid")):
+                conn.execute(f"CREATE OPERATOR rt_shadow.= (leftarg = {left}, rightarg = {right}, "
+                             f"function = rt_shadow.{function})")
+            conn.execute(f'ALTER DATABASE "{database}" SET search_path = rt_shadow, pg_catalog, public')
+            manage(env, "migrate", "--verbosity", "0")
+            assert not _escalated(conn)
+        finally:
+            conn.execute(f'ALTER DATABASE "{database}" RESET search_path')
+            conn.execute("DROP SCHEMA rt_shadow CASCADE")

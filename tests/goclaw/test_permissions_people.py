@@ -277,3 +277,28 @@ def test_the_playground_runs_a_tool_only_with_execute_as_agent():
     runner = _client(make_person("tools_app.view_agent", "tools_app.execute_as_agent"))
     assert runner.post("/admin/console/playground/", form).status_code == 200
     assert ToolInvocation.objects.filter(agent_key=agent.key, tool_name="datetime").count() == 1
+
+
+# --- masked payloads cannot be read back through a filter -------------------------------------------------------------
+def _listed(response) -> int:
+    """How many rows an admin changelist shows (its `result_list` table rows)."""
+    return response.content.decode().count('<tr><td class="field-') + response.content.decode().count('<tr><th class="field-')
+
+
+def test_an_operator_cannot_read_a_masked_payload_back_through_admin_changelist_lookups():
+    # Django's changelist accepts a lookup on any local field from the query string; whether the row comes back
+    # would read the masked payload (arguments, error, observe reasons, a stored output) a character at a time.
+    agent = make_agent()
+    pipeline.execute(pipeline.ToolCall(agent, "datetime", {"timezone": "an argument far longer than the preview SECRET"}))
+    operator = _client(make_person(groups=["Operators"]))
+    assert operator.get("/admin/tools_app/toolinvocation/").status_code == 200
+    for lookup in ("arguments__icontains=SECRET", "arguments__timezone__endswith=SECRET", "error__startswith=u",
+                   "error__regex=.", "observe_reasons__isnull=False", "arguments=1"):
+        assert operator.get(f"/admin/tools_app/toolinvocation/?{lookup}").status_code == 400, lookup
+    assert operator.get("/admin/tools_app/storedtooloutput/?content__startswith=a").status_code == 400
+    assert operator.get("/admin/tools_app/storedtooloutput/?content__contains=a").status_code == 400
+    # the filters offered on the page still work, and people who may read payloads may filter on them
+    assert operator.get("/admin/tools_app/toolinvocation/?status__exact=error").status_code == 200
+    auditor = _client(make_person(groups=["Auditors"]))
+    response = auditor.get("/admin/tools_app/toolinvocation/?arguments__timezone__endswith=SECRET")
+    assert response.status_code == 200 and _listed(response) == 1

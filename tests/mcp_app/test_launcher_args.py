@@ -183,7 +183,10 @@ REFUSED_ENV = ["PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME", "PYTHONWARNINGS", "P
                "PATH", "HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "BASH_ENV", "ENV", "BASH_FUNC_x%%", "SHELL",
                "UV_PYTHON", "UV_CONFIG_FILE", "UV_ENV_FILE", "PIP_CONFIG_FILE", "DENO_DIR", "DENO_V8_FLAGS",
                "BUN_OPTIONS", "GIT_CONFIG_COUNT", "GIT_SSH_COMMAND", "OPENSSL_CONF", "GLIBC_TUNABLES", "PERL5OPT",
-               "RUBYOPT", "JAVA_TOOL_OPTIONS", "BROWSER", "VIRTUAL_ENV", "CC", "SSH_ASKPASS", "COREPACK_HOME"]
+               "RUBYOPT", "JAVA_TOOL_OPTIONS", "BROWSER", "VIRTUAL_ENV", "CC", "SSH_ASKPASS", "COREPACK_HOME",
+               # libraries an interpreter loads read plugins, init scripts or backends from these
+               "TCL_LIBRARY", "TCLLIBPATH", "GTK_MODULES", "GIO_EXTRA_MODULES", "GST_PLUGIN_PATH", "QT_PLUGIN_PATH",
+               "GDK_PIXBUF_MODULE_FILE", "KRB5_CONFIG", "SASL_PATH", "MPLBACKEND", "IPYTHONDIR"]
 
 
 @pytest.mark.parametrize("name", REFUSED_ENV)

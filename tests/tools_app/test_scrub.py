@@ -439,6 +439,9 @@ GLUED = [
     ("auth", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1LTQyIn0.w2ezrZCzUXXXZvfATr6xzm9hnPrQaWBBKU9aLFk61rL", ""),
     ("tok_", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1LTQyIn0.w2ezrZCzUXXXZvfATr6xzm9hnPrQaWBBKU9aLFk61rL", ""),
     ("key", "sk-0123456789abcdef0123456789abcdef", ""),  # DeepSeek-style: 32 lowercase hex
+    # the Bot API's own URL glues a Telegram bot token to "bot"
+    ("https://api.telegram.org/bot", "7289026180:AATJcH3uM7LHYygk5k6sB2r1gnOec2JWofN", "/getMe"),
+    ("a_", "728902618:AATJcH3uM7LHYygk5k6sB2r1gnOec2JWofN", ""), ("v1.", "72890261:AATJcH3uM7LHYygk5k6sB2r1gnOec2JWofN", ""),
 ]
 
 

@@ -92,8 +92,23 @@ class AgentTokenAdmin(admin.ModelAdmin):
         self.message_user(request, f"Revoked {queryset.count()} token(s).", messages.SUCCESS)
 
 
+class PayloadLookupsAdmin(AppendOnlyAdmin):
+    """An audit table whose `payload_lookup_fields` hold payloads: a person without tools_app.view_payload may not
+    filter on them either. Django's changelist accepts a lookup on any local field from the query string
+    (`?arguments__icontains=…`, `?content__startswith=…`), and whether a row comes back reads a masked payload a
+    character at a time; such a lookup is refused (400) like any other disallowed one."""
+
+    payload_lookup_fields: tuple[str, ...] = ()
+
+    def lookup_allowed(self, lookup, value, request=None):
+        field = lookup.split("__", 1)[0]
+        if field in self.payload_lookup_fields and not payloads_visible(getattr(request, "user", None)):
+            return False
+        return super().lookup_allowed(lookup, value, request)
+
+
 @admin.register(ToolInvocation)
-class ToolInvocationAdmin(AppendOnlyAdmin):
+class ToolInvocationAdmin(PayloadLookupsAdmin):
     """The raw audit table; the console's audit search (full text, export, a call's links) is the reader's page."""
 
     list_display = ["created_at", "agent_key", "tool_name", "status", "observed", "duration_ms", "result_size", "sandbox",
@@ -104,6 +119,7 @@ class ToolInvocationAdmin(AppendOnlyAdmin):
     date_hierarchy = "created_at"
     list_select_related = False
     show_full_result_count = False
+    payload_lookup_fields = PAYLOAD_FIELDS
 
     # --- payloads: shown as stored (and the read recorded) only with tools_app.view_payload ----------------------
     def get_search_fields(self, request):
@@ -158,10 +174,11 @@ class ToolInvocationAdmin(AppendOnlyAdmin):
 
 
 @admin.register(StoredToolOutput)
-class StoredToolOutputAdmin(AppendOnlyAdmin):
+class StoredToolOutputAdmin(PayloadLookupsAdmin):
     list_display = ["id", "agent_key", "tool_name", "created_at"]
     list_filter = ["tool_name"]
     search_fields = ["agent_key", "id"]
+    payload_lookup_fields = ("content",)
 
     # The content is a payload: hidden without tools_app.view_payload, its reads recorded with it.
     def get_readonly_fields(self, request, obj=None):

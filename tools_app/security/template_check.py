@@ -530,15 +530,50 @@ class _Script:
                 label = self.expansion_label(node)
                 if label:
                     self.position(node, label, ours=False)
-            elif node.type == "variable_name" and _text(node) in self.tainted and _in_arithmetic(node):
+            elif node.type == "variable_name" and _text(node) in self.tainted and (
+                    _in_arithmetic(node) or _expansion_operand(node)):
                 self.refuse(f"${_text(node)} (it carries {self.tainted[_text(node)]}) is used in an arithmetic "
-                            "expression, which evaluates it")
+                            "expression (a subscript, or an offset or length in ${…}), which evaluates it")
+            elif node.type == "subscript" and (names := self._tainted_in_index(node)):
+                self.refuse(f"${names[0]} (it carries {self.tainted[names[0]]}) is named in the subscript "
+                            f"{_text(node)[:60]}, which bash evaluates as arithmetic (in bash, `a[$(cmd)]` there runs cmd)")
+            elif node.type == "declaration_command":
+                self._judge_declaration(node)
             elif node.type == "variable_assignment":
                 self._judge_assignment(node)
             elif node.type == "command":
                 self._judge_command(node)
             elif node.type == "test_command" and node.children and node.children[0].type == "[":
                 self._judge_test(node)
+
+    def _tainted_in_index(self, subscript: Node) -> list[str]:
+        """Tainted variables a subscript's index names bare (`a[v]`, `a[v+1]`: tree-sitter reads them as words)."""
+        names = []
+        for child in subscript.children[1:]:
+            for n in _walk(child):
+                if n.type == "word":
+                    names += [w for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", _text(n)) if w in self.tainted]
+        return names
+
+    def _judge_declaration(self, node: Node) -> None:
+        """bash's declare / typeset / local with -i (every assignment is arithmetic), -a / -A (a value that reads as
+        `(…)` is a compound assignment, its subscripts arithmetic) or -n (the value names the variable `$r` reads,
+        subscript included): a variable so declared must never hold a value, whenever it is assigned."""
+        if not node.children or _text(node.children[0]) not in ("declare", "typeset", "local"):
+            return
+        options = [self._static(c) for c in node.children[1:] if c.type not in ("variable_assignment", "variable_name")]
+        if not any(TAINT in o or UNKNOWN_VALUE in o or (o.startswith("-") and set(o[1:]) & set("iaAn"))
+                   for o in options):
+            return
+        for child in node.children[1:]:
+            name = child.child_by_field_name("name") if child.type == "variable_assignment" else \
+                child if child.type == "variable_name" else None
+            if name is not None and name.type == "subscript":
+                name = next((c for c in name.children if c.type == "variable_name"), None)
+            if name is not None and _text(name) in self.tainted:
+                self.refuse(f"{self.tainted[_text(name)]} is assigned to {_text(name)}, which "
+                            f"{_text(node.children[0])} {' '.join(options)[:40]} makes bash evaluate (as arithmetic, "
+                            f"a compound array or a variable name), so code can run")
 
     def _judge_assignment(self, node: Node) -> None:
         name = node.child_by_field_name("name")
@@ -957,6 +992,21 @@ def _in_arithmetic(node: Node) -> bool:
             return True
         if a.type in ("command", "program", "string", "heredoc_body"):
             return False
+    return False
+
+
+def _expansion_operand(node: Node) -> bool:
+    """Is this bare variable name an operand of a `${…}` operator rather than its subject (`${s:n}`, `${s:0:n}`:
+    bash evaluates offsets and lengths as arithmetic)?"""
+    child = node
+    for a in _ancestors(node):
+        if a.type == "expansion":
+            subject = next((c for c in a.children if c.type in ("variable_name", "subscript", "special_variable_name")),
+                           None)
+            return subject is not None and subject is not child and subject.start_byte != child.start_byte
+        if a.type in ("command", "program", "string", "heredoc_body", "command_substitution"):
+            return False
+        child = a
     return False
 
 

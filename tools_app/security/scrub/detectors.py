@@ -924,7 +924,7 @@ GLUED: dict[str, str] = {
     "sk": "random", "stripe": "random", "mailgun": "random", "gh": "random", "ghpat": "random", "gitlab": "free",
     "gcp": "free", "glrunner": "free", "aws": "free", "gapi": "free", "pypi": "free", "sendgrid": "free",
     "slack": "random", "npm": "random", "hf": "random", "hforg": "random", "shopify": "free", "dop": "free",
-    "whsec": "free",
+    "whsec": "free", "tg": "free",
     "databricks": "random", "jwt": "free", "ya29": "random",
     # tier 2
     "square": "free", "braintree": "free", "atlassian": "free", "linear": "random", "supabase": "free",

@@ -271,12 +271,14 @@ def aws_key(text, m, d, s, out):
 
 
 def telegram(text, m, d, s, out):
-    """<8-10 digits>:AA…: the digits are found backwards from the ':'."""
+    """<8-10 digits>:AA…: the digits are found backwards from the ':'. The shape is distinctive, so the token is
+    found glued to what precedes it too (the Bot API's own URLs read ``api.telegram.org/bot<token>/…``): a letter
+    before the digits stays, a longer run of digits goes whole (where the bot id starts can't be told)."""
     c = s - 1  # the ':'
     j = c
     while j > 0 and text[j - 1].isdigit():
         j -= 1
-    if not (8 <= c - j <= 10) or (j > 0 and (text[j - 1].isalnum() or text[j - 1] in "_-:.")):
+    if c - j < 8 or not glued_ok(text, j, m.end(), d.options.get("glued")):
         return
     out.append((j, m.end()))
 
