@@ -297,6 +297,25 @@ REFUSED = [
 ]
 
 
+# Where /bin/sh is bash, these evaluate a variable's value as arithmetic or a variable name, so a value such as
+# `a[$(id)]` or `([$(id)]=1)` runs id (each was accepted and ran it): integer, array and nameref declarations, a bare
+# variable named in a subscript, and offsets and lengths in ${…}.
+BASH_EVALUATED = [
+    "typeset -i n={{.x}}", "f() { local -i n={{.x}}; }; f", "declare -i n; n={{.x}}", "declare -g -i n={{.x}}",
+    "typeset -ia n; n={{.x}}", 'x={{.x}}; declare -i x; echo "$x"', "declare -a a={{.x}}", 'v={{.x}}; declare -a a="$v"',
+    'v={{.x}}; declare -n r="$v"; echo "$r"', 'declare -n r; r={{.x}}; echo "$r"',
+    'n={{.x}}; s=abc; echo "${s:n}"', 'n={{.x}}; s=abc; echo "${s:0:n}"', 'v={{.x}}; a=(1 2); echo "${a[v]}"',
+    "v={{.x}}; a[v]=1", "v={{.x}}; a[v+1]=1",
+]
+
+
+@pytest.mark.parametrize("template", BASH_EVALUATED)
+def test_a_value_bash_would_evaluate_as_arithmetic_or_a_name_is_refused(template):
+    problems = template_problems(template, X)
+    assert problems, f"accepted: {template!r}"
+    assert "evaluat" in "; ".join(problems)
+
+
 @pytest.mark.parametrize("template", ACCEPTED)
 def test_a_placeholder_where_its_value_can_only_be_data_is_accepted(template):
     assert template_problems(template, X) == []
