@@ -18,6 +18,8 @@ from mcp_app.models import MCPAgentGrant, MCPLauncher, MCPServer, MCPUserGrant
 from mcp_app.services import grants as mcp_grants
 from mcp_app.services import servers as mcp_servers
 from mcp_app.services.common import agent_grant_overrides
+from runtime_app.models import LLMProvider
+from runtime_app.services import providers as llm_providers
 from sandbox_app.models import SandboxProfile
 from teams_app.actors import Actor
 from teams_app.models import AgentLink, HandoffRoute, Team
@@ -45,11 +47,14 @@ class Ref:
 @dataclass(frozen=True)
 class Secret:
     """A mapping of names to sealed values at `path` of an entry (`env`, `config_overrides.headers`), stored in the
-    model column `sealed`; `open` returns the current values (server-side only, to compare and merge)."""
+    model column `sealed`; `open` returns the current values (server-side only, to compare and merge). A `single`
+    secret is one value written at `path` itself (`api_key: {env: VAR}`); `open` returns it under the path's last
+    part (`{"api_key": value}`, `{}` when none is set)."""
 
     path: tuple[str, ...]
     sealed: str
     open: Callable[[Any], dict[str, str]]
+    single: bool = False
 
 
 @dataclass(frozen=True)
@@ -226,6 +231,39 @@ def _user_grant_set(actor, values, secrets, obj=None):
                                      credentials=credentials or None)
 
 
+# --- LLM providers: `timeout` in the document is the model's timeout_seconds ------------------------------------
+PROVIDER_FIELDS = ("kind", "base_url", "model", "max_concurrent", "allow_private_network", "enabled")
+
+
+def _provider_api_key(provider: LLMProvider) -> dict[str, str]:
+    key = llm_providers.provider_api_key(provider)
+    return {"api_key": key} if key else {}
+
+
+def _provider_key_change(secrets) -> dict[str, Any]:
+    """provider_save's key arguments from the engine's secret changes (a value sets the key, None removes it)."""
+    change = secrets.get("api_key") or {}
+    if "api_key" not in change:
+        return {}
+    return {"api_key": change["api_key"]} if change["api_key"] is not None else {"clear_api_key": True}
+
+
+def _provider_fields(provider: LLMProvider, values: dict[str, Any], names) -> LLMProvider:
+    for name in names:
+        setattr(provider, "timeout_seconds" if name == "timeout" else name, values[name])
+    return provider
+
+
+def _provider_create(actor, values, secrets):
+    provider = _provider_fields(LLMProvider(), values, ("name", "timeout", *PROVIDER_FIELDS))
+    return llm_providers.provider_save(actor=actor, provider=provider, **_provider_key_change(secrets))
+
+
+def _provider_update(actor, obj, values, changed, secrets):
+    return llm_providers.provider_save(actor=actor, provider=_provider_fields(obj, values, changed),
+                                       **_provider_key_change(secrets))
+
+
 # --- teams, links, handoffs ---------------------------------------------------------------------------------------
 TEAM_SETTINGS = ("blocker_escalation", "lock_minutes", "stale_after_minutes", "review_stale_after_minutes")
 
@@ -306,6 +344,11 @@ SECTIONS: tuple[Section, ...] = (
             create=lambda actor, values, secrets: _sandbox_save(SandboxProfile(**values)), update=_sandbox_update),
     Section("tool_profiles", ToolProfile, ("name",), ("description", "tools"),
             create=_profile_create, update=_profile_update, delete=_deleted_with(policy.tool_profile_delete)),
+    Section("providers", LLMProvider, ("name",), PROVIDER_FIELDS,
+            secrets=(Secret(("api_key",), "api_key_sealed", _provider_api_key, single=True),),
+            computed={"timeout": (lambda provider: provider.timeout_seconds, 120.0)},
+            create=_provider_create, update=_provider_update,
+            delete=lambda actor, obj: llm_providers.provider_delete(actor=actor, provider=obj)),
     Section("agents", Agent, ("key",),
             ("display_name", "agent_type", "provider", "model", "workspace", "mode", "other_config", "enabled"),
             refs={"sandbox_profile": SANDBOX},
@@ -397,4 +440,5 @@ NOT_EXPORTED = {
     "teams_app.TeamTask": "the board's work", "teams_app.TaskDependency": "the board's work",
     "teams_app.TaskComment": "the board's work", "teams_app.TaskAttachment": "the board's work",
     "teams_app.TeamEvent": "audit", "teams_app.TeamMessage": "mailbox", "teams_app.Delegation": "runtime",
+    "runtime_app.Session": "runtime: a hosted agent's conversation", "runtime_app.SessionMessage": "runtime",
 }

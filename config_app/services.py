@@ -95,6 +95,17 @@ def _secret_path(secret) -> str:
     return ".".join(secret.path)
 
 
+def _secret_at(secret, name: str) -> str:
+    """Where one secret value sits in an entry: `env.API_TOKEN`, or the path itself for a single secret (`api_key`)."""
+    return _secret_path(secret) if secret.single else f"{_secret_path(secret)}.{name}"
+
+
+def _secret_of(section: Section, where: str):
+    """The secret of `section` that holds the value at `where` (as _secret_at names it)."""
+    return next(s for s in section.secrets
+                if (where == _secret_path(s) if s.single else where.startswith(_secret_path(s) + ".")))
+
+
 # --- export ---------------------------------------------------------------------------------------------------------
 def config_export() -> dict[str, Any]:
     """The whole governance configuration as one document (natural keys, stable order, secrets as references:
@@ -114,14 +125,16 @@ def config_export() -> dict[str, Any]:
                                    _secret_path(secret), section.name, label)
                     continue
                 if not names:
+                    if secret.single:  # the key is always written: `api_key: null` says none is set
+                        _put(entry, secret.path, None)
                     continue
                 fingerprint = _fingerprint(getattr(obj, secret.sealed))
                 refs = {}
                 for name in names:
-                    source = sources.get((section.name, label, f"{_secret_path(secret)}.{name}"))
+                    source = sources.get((section.name, label, _secret_at(secret, name)))
                     held = source is not None and source.fingerprint == fingerprint
                     refs[name] = {"env": source.env_var} if held else {"set": True}
-                _put(entry, secret.path, refs)
+                _put(entry, secret.path, refs[names[0]] if secret.single else refs)
             entries.append(entry)
         document[section.name] = sorted(entries, key=lambda e, s=section: _sort_key(s, e))
     return document
@@ -289,32 +302,34 @@ class _Import:
                 if self.options["partial"]:
                     continue
                 given = {}
+            elif secret.single:  # one reference at the path itself: named as open() names its value
+                given = {secret.path[-1]: given}
             if not isinstance(given, dict):
                 self.problems.append(problem(f"{path}.{where}", "a mapping of names to {env: VAR} or {set: true}"))
                 ok = False
                 continue
             change: dict[str, str | None] = {}
             for name, ref in given.items():
-                at = f"{path}.{where}.{name}"
+                at = f"{path}.{_secret_at(secret, name)}"
                 value = self._secret_value(ref, current.get(name), at)
                 if isinstance(ref, dict) and isinstance(ref.get("env"), str):
                     # a variable missing here keeps the stored value, and the record of where it came from
-                    sources[f"{where}.{name}"] = ref["env"] if value is not None else None
+                    sources[_secret_at(secret, name)] = ref["env"] if value is not None else None
                 if value is _MISSING:
                     ok = False
                 elif value is None:  # {set: true}, or an unset variable: the stored value stays
-                    display[f"{where}.{name}"] = "(kept)"
+                    display[_secret_at(secret, name)] = "(kept)"
                 else:
                     if current.get(name) == value:
-                        display[f"{where}.{name}"] = "(kept)"
+                        display[_secret_at(secret, name)] = "(kept)"
                     else:
                         change[name] = value
-                        display[f"{where}.{name}"] = "(changed)" if name in current else "(added)"
+                        display[_secret_at(secret, name)] = "(changed)" if name in current else "(added)"
             if not self.options["partial"]:
                 for name in current:
                     if name not in given:
                         change[name] = None
-                        display[f"{where}.{name}"] = "(removed)"
+                        display[_secret_at(secret, name)] = "(removed)"
             if change:
                 changes[where] = change
         return (changes, display, sources) if ok else None
@@ -401,7 +416,7 @@ class _Import:
         for where, var in sources.items():
             if var is None:
                 continue
-            secret = next(s for s in section.secrets if where.startswith(_secret_path(s) + "."))
+            secret = _secret_of(section, where)
             SecretSource.objects.update_or_create(
                 section=section.name, key=label, path=where,
                 defaults={"env_var": var, "fingerprint": _fingerprint(getattr(written, secret.sealed))})
@@ -458,9 +473,11 @@ def plan_text(plan: dict[str, Any]) -> str:
     lines = [f"+ {item['section']}: {item['key']}" for item in plan["created"]]
     for item in plan["changed"]:
         lines.append(f"~ {item['section']}: {item['key']}")
-        secret_paths = tuple(_secret_path(s) + "." for s in SECTIONS_BY_NAME[item["section"]].secrets)
+        secrets = SECTIONS_BY_NAME[item["section"]].secrets
+        secret_paths = tuple(_secret_path(s) + "." for s in secrets if not s.single)
+        single_paths = {_secret_path(s) for s in secrets if s.single}
         for name, change in item["fields"].items():
-            if name.startswith(secret_paths):
+            if name.startswith(secret_paths) or name in single_paths:
                 lines.append(f"    {name}: {change['new']}")
             else:
                 lines.append(f"    {name}: {change['old']!r} -> {change['new']!r}")

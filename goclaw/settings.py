@@ -93,6 +93,7 @@ INSTALLED_APPS = [
     "tools_app",
     "mcp_app",
     "teams_app",
+    "runtime_app",
     "config_app",
     "console_app",
 ]
@@ -249,6 +250,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "ApprovalDecisionEnum": "tools_app.choices.ApprovalDecision",
         "PendingChangeDecisionEnum": ["accept", "reject"],
+        "ProviderKindEnum": "runtime_app.choices.ProviderKind",
     },
 }
 
@@ -266,6 +268,7 @@ APPROVAL_TIMEOUT_SECONDS = env_int("GOCLAW_APPROVAL_TIMEOUT_SECONDS", 120, minim
 TOOL_WORKER_THREADS = env_int("GOCLAW_TOOL_WORKER_THREADS", 32, minimum=2, maximum=1024)
 # Extra tool sources (dotted paths of tools_app.toolsets.ToolSource subclasses), beyond those apps register.
 TOOL_SOURCES = env_list("GOCLAW_TOOL_SOURCES", [])
+RUNTIME_THREADS = env_int("GOCLAW_RUNTIME_THREADS", 16, minimum=1, maximum=512)  # sessions one runner advances at once
 TOOL_MAX_SUBAGENT_DEPTH = env_int("GOCLAW_MAX_SUBAGENT_DEPTH", 1, minimum=1, maximum=16)  # leaf deny applies at this depth
 TOOL_TOKEN_LAST_USED_INTERVAL = 60  # seconds between `last_used_at` writes for one token
 

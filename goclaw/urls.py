@@ -18,6 +18,8 @@ urlpatterns = [
     path("mcp", include("mcp_app.server.urls")),  # proxied to the MCP server (docs/mcp-server.md)
     path("api/v1/config/", include("config_app.api.urls")),
     path("api/v1/", include("teams_app.api.urls")),
+    path("api/v1/", include("runtime_app.api.sessions")),  # sessions, sessions/<id>/…
+    path("api/v1/", include("runtime_app.api.urls")),  # providers (and sessions); no prefix shared with the above
     path("teams/", include("teams_app.urls")),
 ]
 

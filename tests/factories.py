@@ -43,6 +43,8 @@ def people_group(name: str):
     group = Group.objects.filter(name=name).first()
     if group is None:
         import_module("console_app.migrations.0002_people_groups").people_groups_ensure(apps)
+        # and what later migrations added to them
+        import_module("runtime_app.migrations.0002_people_groups").runtime_people_groups_ensure(apps)
         group = Group.objects.get(name=name)
     return group
 

@@ -9,6 +9,10 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 
 from goclaw.errors import ValidationError
 
+def _int(minimum: int, maximum: int, description: str) -> dict[str, Any]:
+    return {"type": "integer", "minimum": minimum, "maximum": maximum, "description": description}
+
+
 _NAME_LIST = {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 200}, "uniqueItems": True}
 AGENT_CONFIG_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -39,6 +43,16 @@ AGENT_CONFIG_SCHEMA: dict[str, Any] = {
         # Teams (docs/teams.md): how many delegations this agent takes at once, from every source together.
         "max_delegation_load": {"type": "integer", "minimum": 1, "maximum": 1000,
                                 "description": "running delegations this agent accepts at once (default 5)"},
+        # Hosted runs (docs/runtime.md): model turns per run, and the subagent limits of `spawn`.
+        "max_iterations": {"type": "integer", "minimum": 1, "maximum": 200, "description": "model turns per run (default 20)"},
+        "subagents": {"type": "object", "additionalProperties": False, "properties": {
+            "max_concurrent": _int(1, 64, "running subagents across all parents (default 8)"),
+            "max_spawn_depth": _int(1, 5, "nesting depth; the leaf deny list applies there (default 1)"),
+            "max_children_per_agent": _int(1, 20, "subagents of one parent session until archived (default 5)"),
+            "archive_after_minutes": _int(1, 10080, "ended subagents are archived after (default 60)"),
+            "max_retries": _int(0, 10, "failed model requests a subagent survives (default 2)"),
+            "max_iterations": _int(1, 200, "model turns per subagent run (default 20)"),
+        }},
     },
 }
 _validator = jsonschema.Draft202012Validator(AGENT_CONFIG_SCHEMA)

@@ -42,6 +42,9 @@ class ToolContext:
     labels: Any = None
     # Set when the pipeline gives up on the call (timeout): a tool that loops or waits checks `cancelled` and stops.
     cancel: threading.Event = field(default_factory=threading.Event)
+    # The caller's own cancel event (ToolCall.cancel), or None: when it is set the pipeline stops waiting for the
+    # tool and sets `cancel`.
+    caller_cancel: threading.Event | None = None
 
     user_id = property(lambda self: self.call.user_id)
     session_key = property(lambda self: self.call.session_key)

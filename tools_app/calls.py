@@ -68,12 +68,13 @@ class Grant:
 class ToolCall:
     """One request to run a tool: the agent (the principal), the tool name as asked, its arguments, and the
     caller's context. `ToolCall(agent, tool, args, user_id=…, session_key=…)` is a shorthand for passing a
-    `CallContext` with those fields. `grant` is set only when a person's decision resumes a held call."""
+    `CallContext` with those fields. `grant` is set only when a person's decision resumes a held call; `cancel`, a
+    threading.Event the caller may set to stop the call (a hosted agent's session cancelled mid-call)."""
 
-    __slots__ = ("agent", "tool", "arguments", "context", "grant")
+    __slots__ = ("agent", "tool", "arguments", "context", "grant", "cancel")
 
     def __init__(self, agent: Any, tool: str, arguments: Any, context: CallContext | None = None,
-                 grant: Grant | None = None, **fields: Any) -> None:
+                 grant: Grant | None = None, cancel: Any = None, **fields: Any) -> None:
         if fields:
             unknown = set(fields) - CONTEXT_FIELDS
             if unknown:
@@ -82,6 +83,7 @@ class ToolCall:
         self.agent, self.tool, self.arguments = agent, tool, arguments
         self.context = context or CallContext()
         self.grant = grant
+        self.cancel = cancel
 
     def __repr__(self) -> str:
         return f"ToolCall(agent={getattr(self.agent, 'key', self.agent)!r}, tool={self.tool!r})"

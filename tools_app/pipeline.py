@@ -42,6 +42,7 @@ from tools_app.workspace import workspace_build
 logger = logging.getLogger("goclaw.pipeline")
 
 REFUSAL_MAX_CHARS = 4000
+CANCEL_POLL_SECONDS = 0.1
 _validators: dict[str, jsonschema.Draft202012Validator] = {}
 _validators_by_id: dict[int, tuple[dict, jsonschema.Draft202012Validator]] = {}
 _validators_lock = threading.Lock()
@@ -72,6 +73,7 @@ def build_context(call: ToolCall, tools: ToolRegistry | None = None) -> ToolCont
         catalog=catalog_for(agent, context, tools), tools=tools, labels=labels,
         # sandbox_key names things outside the database (sandboxes): a label, never the raw session key.
         sandbox_key=labels.session_key or agent.key,
+        caller_cancel=call.cancel,
     )
 
 
@@ -202,12 +204,22 @@ def run_tool(tool: Tool, ctx: ToolContext, args: dict[str, Any]) -> tuple[ToolRe
         return _guarded(tool, ctx, args)
     timeout = tool.timeout_for(ctx, args)
     future = _workers().submit(_guarded, tool, ctx, args)
-    try:
-        return future.result(timeout=timeout)
-    except FutureTimeout:
-        ctx.cancel.set()
-        _abandon(future)
-        return ToolResult.error(f"tool {tool.name} timed out after {timeout:g}s"), S.TIMEOUT
+    deadline = time.monotonic() + timeout
+    while True:
+        left = max(0.0, deadline - time.monotonic())
+        try:
+            # With a caller's cancel event (a hosted agent's session), wait in short slices so a cancel ends the
+            # wait promptly; the tool's own `cancel` is set then, so processes it started are stopped.
+            return future.result(timeout=min(left, CANCEL_POLL_SECONDS) if ctx.caller_cancel is not None else left)
+        except FutureTimeout:
+            if ctx.caller_cancel is not None and ctx.caller_cancel.is_set():
+                ctx.cancel.set()
+                _abandon(future)
+                return ToolResult.error(f"tool {tool.name} was cancelled"), S.ERROR
+            if time.monotonic() >= deadline:
+                ctx.cancel.set()
+                _abandon(future)
+                return ToolResult.error(f"tool {tool.name} timed out after {timeout:g}s"), S.TIMEOUT
 
 
 def _guarded(tool: Tool, ctx: ToolContext, args: dict[str, Any]) -> tuple[ToolResult, str]:

@@ -133,7 +133,7 @@ def build_steps(inp: PolicyInput, policies: dict[str, list[ToolPolicy]], reg: To
         sub = first(PolicyScope.SUBAGENT)
         if sub is not None and sub.deny:
             steps.append(Step(f"subagent deny (depth {inp.call.subagent_depth})", "subtract", ex(sub.deny)))
-        if inp.call.subagent_depth >= settings.TOOL_MAX_SUBAGENT_DEPTH:
+        if inp.call.subagent_depth >= max_subagent_depth(inp.agent):
             leaf = first(PolicyScope.LEAF)
             if leaf is not None and leaf.deny:
                 steps.append(Step(f"leaf deny (depth {inp.call.subagent_depth} = max)", "subtract", ex(leaf.deny)))
@@ -199,6 +199,15 @@ def explain(inp: PolicyInput, reg: ToolRegistry = registry) -> dict:
         "tools": [{"name": name, "allowed": name in current, "decided_by": (trails[name][-1]["step"] if trails[name] else None),
                    "trail": trails[name]} for name in sorted(membership)],
     }
+
+
+def max_subagent_depth(agent: Agent) -> int:
+    """How deep this agent's subagents may nest (`other_config.subagents.max_spawn_depth`, 1-5, else the global
+    GOCLAW_MAX_SUBAGENT_DEPTH): the leaf deny list applies at that depth, and spawning deeper is refused."""
+    sub = (agent.other_config or {}).get("subagents")
+    value = sub.get("max_spawn_depth") if isinstance(sub, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 5 \
+        else settings.TOOL_MAX_SUBAGENT_DEPTH
 
 
 def catalog_for(agent: Agent, call: CallContext, tools: ToolRegistry) -> frozenset[str]:

@@ -7,6 +7,8 @@ import pytest
 from mcp_app.models import MCPLauncher, MCPServer
 from mcp_app.services import grants as mcp_grants
 from mcp_app.services import servers as mcp_servers
+from runtime_app.models import LLMProvider
+from runtime_app.services.providers import provider_save
 from sandbox_app.models import SandboxProfile
 from teams_app.actors import Actor
 from teams_app.models import AgentLink, HandoffRoute, Team
@@ -21,7 +23,8 @@ from tools_app.services.policy import tool_permission_save, tool_policy_save, to
 
 SECRET_VALUES = {"DEPLOY_TOKEN": "s3cret-deploy-value-1", "GIT_TOKEN": "s3cret-git-value-2",
                  "FILES_KEY": "s3cret-files-value-3", "WEB_AUTH": "Bearer s3cret-web-value-4",
-                 "GRANT_KEY": "s3cret-grant-value-5", "USER_KEY": "s3cret-user-value-6"}
+                 "GRANT_KEY": "s3cret-grant-value-5", "USER_KEY": "s3cret-user-value-6",
+                 "PROVIDER_KEY": "s3cret-provider-value-7"}
 
 
 def build_rich_configuration() -> dict[str, Agent]:
@@ -33,6 +36,9 @@ def build_rich_configuration() -> dict[str, Agent]:
     strict.save()
     reviewers, _ = tool_profile_save(actor=None, profile=ToolProfile(name="reviewers", description="read only",
                                                                      tools=["read_file", "group:web"]))
+    provider_save(actor=None, provider=LLMProvider(name="local", base_url="http://127.0.0.1:11434/v1", model="llama3",
+                                                   max_concurrent=2, allow_private_network=True),
+                  api_key=SECRET_VALUES["PROVIDER_KEY"])
     alpha = make_agent(key="alpha", provider="anthropic", sandbox_profile=strict, other_config={"rate_limit_per_hour": 50, "exec_ask": "always"})
     beta = make_agent(key="beta")
     gamma = make_agent(key="gamma", enabled=False)
@@ -79,7 +85,8 @@ def wipe_configuration() -> None:
     from config_app.models import SecretSource
 
     for model in (Team, HandoffRoute, AgentLink, ApprovalRule, ToolPermission, ToolPolicy, CustomTool,
-                  SecureCLIBinary, MCPServer, MCPLauncher, Agent, ToolProfile, SandboxProfile, SecretSource):
+                  SecureCLIBinary, MCPServer, MCPLauncher, Agent, LLMProvider, ToolProfile, SandboxProfile,
+                  SecretSource):
         model.objects.all().delete()
 
 

@@ -182,9 +182,13 @@ def staff_schema(fuzz_agent, staff_user):
     # mapping fits the schema, most are answered 400 config_invalid (docs/config-as-code.md).
     config_import = {"checks": {"positive_data_acceptance": {"expected-statuses": ["2xx", "400", "401", "403"]}},
                      "include-path": "/api/v1/config/import"}
+    # An LLM provider's base URL must pass the outbound rule (no loopback / private address unless allowed, never
+    # metadata) and its name be free and not in use by agents: rules no schema states, answered 400 / 409.
+    providers = {"checks": {"positive_data_acceptance": {"expected-statuses": ["2xx", "400", "401", "403", "404", "409"]}},
+                 "include-path-regex": "^/api/v1/providers"}
     return _load_schema(scheme="cookieAuth", credential={"api_key": client.cookies["sessionid"].value},
                         seeded=_seed(fuzz_agent, staff_user),
-                        operations=[named_agent, custom_tools, MCP_WRITES, TEAMS_WRITES, config_import])
+                        operations=[named_agent, custom_tools, MCP_WRITES, TEAMS_WRITES, config_import, providers])
 
 
 # Each run covers the operations its credential is documented for; test_each_credential_is_refused_where_the_schema_

@@ -30,7 +30,7 @@ EXCLUDED_PATHS = ("healthz", "api/schema/", "api/docs/", "mcp")  # public / agen
 API_METHODS = ("get", "post", "put", "patch", "delete")
 PAGE_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 DUMMY = str(uuid.UUID(int=0x7A5E))  # any syntactically valid id: the permission check runs before the lookup
-OUR_APPS = ("goclaw", "tools_app", "mcp_app", "teams_app", "sandbox_app", "config_app", "console_app")
+OUR_APPS = ("goclaw", "tools_app", "mcp_app", "teams_app", "sandbox_app", "runtime_app", "config_app", "console_app")
 DJANGO_ADMIN_VIEWS = {"changelist", "add", "history", "delete", "change"}
 
 

@@ -104,7 +104,10 @@ def _allowed_writes(group_name: str) -> set[tuple[str, str]]:
 def test_operators_decide_approvals_held_changes_and_access_requests_and_change_nothing_else():
     assert _allowed_writes("Operators") == {
         ("api/v1/approvals/<uuid:pk>/decision", "POST"), ("api/v1/approvals/<uuid:pk>/cancel", "POST"),
-        ("api/v1/pending-changes/<uuid:pk>/decision", "POST"), ("api/v1/mcp/access-requests/<str:id>/review", "POST")}
+        ("api/v1/pending-changes/<uuid:pk>/decision", "POST"), ("api/v1/mcp/access-requests/<str:id>/review", "POST"),
+        # hosted agents: run_session (runtime_app/migrations/0002_people_groups.py)
+        ("api/v1/sessions", "POST"), ("api/v1/sessions/<uuid:id>/messages", "POST"),
+        ("api/v1/sessions/<uuid:id>/cancel", "POST")}
     held = _held("Operators")
     assert "tools_app.view_toolinvocation" in held and "tools_app.view_payload" not in held
     assert {"teams_app.view_teamtask", "tools_app.view_approvalrequest", "tools_app.view_pendingchange",

@@ -116,7 +116,7 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=settings.PORT)
         parser.add_argument("--ws-port", type=int, default=None)
         parser.add_argument("--mcp-port", type=int, default=None, help="default GOCLAW_MCP_PORT, else --port + 2")
-        parser.add_argument("--no-worker", action="store_true", help="do not start the django-q2 cluster")
+        parser.add_argument("--no-worker", action="store_true", help="do not start the django-q2 cluster nor the hosted-agent runner")
 
     def handle(self, *args, host, port, ws_port, mcp_port, no_worker, **options):
         ws_port = ws_port or (settings.WS_PORT if port == settings.PORT else port + 1)
@@ -161,6 +161,8 @@ class Command(BaseCommand):
         ]
         if not no_worker:
             children.append(Child("worker", [sys.executable, str(settings.BASE_DIR / "manage.py"), "qcluster"], env))
+            # hosted agents' sessions (runtime_app): leases runnable sessions from the database (docs/runtime.md)
+            children.append(Child("runtime", [sys.executable, str(settings.BASE_DIR / "manage.py"), "runtime_runner"], env))
 
         stop_requested = []
 

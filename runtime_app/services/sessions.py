@@ -1,0 +1,392 @@
+"""Writes to sessions and their messages: create, post a message, park, resume, end, cancel, lease. Every state change
+is a conditional UPDATE or runs under the session's row lock, so the API, the tools and any number of runner
+processes can act on one session at once; events go out after commit (docs/runtime.md)."""
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import uuid
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any, Iterable, Iterator
+
+from django.db import transaction
+from django.db.models import Max, Q
+from django.utils import timezone
+
+from goclaw import events
+from goclaw.errors import ApplicationError, Conflict, ValidationError
+from runtime_app.choices import ACTIVE_STATUSES, ENDED_STATUSES, MessageRole, SessionStatus
+from runtime_app.models import Session, SessionMessage
+from tools_app.choices import ApprovalStatus
+from tools_app.labels import echo
+from tools_app.models import Agent
+from tools_app.security.scrub import default_scrubber
+from tools_app.services.approvals import approval_cancel
+
+MESSAGE_MAX_CHARS = 100_000
+ERROR_MAX_CHARS = 2000
+EVENT_TEXT_CHARS = 4000
+LEASE_SECONDS = 30
+DEFAULT_MAX_ITERATIONS = 20
+S = SessionStatus
+
+
+# --- events ----------------------------------------------------------------------------------------------------------
+def session_groups(session: Session, agent_key: str | None = None) -> list[str]:
+    """Where a session's events go: its agent's group (the agent's own sockets and staff), every-session and
+    this-session groups for the console."""
+    return [events.agent_group(agent_key or session.agent.key), "sessions", f"session.{session.pk}"]
+
+
+def session_as_dict(session: Session) -> dict[str, Any]:
+    return {"id": str(session.pk), "key": session.key, "agent": session.agent.key, "status": session.status,
+            "end_reason": session.end_reason, "user_id": session.user_id, "channel": session.channel,
+            "chat_id": session.chat_id, "parent": str(session.parent_id) if session.parent_id else None,
+            "depth": session.depth, "label": session.label, "iterations": session.iterations,
+            "max_iterations": session.max_iterations, "tokens_in": session.tokens_in, "tokens_out": session.tokens_out,
+            "waiting_approval": str(session.waiting_approval_id) if session.waiting_approval_id else None,
+            "error": session.error, "created_at": session.created_at, "updated_at": session.updated_at,
+            "ended_at": session.ended_at}
+
+
+def message_as_dict(message: SessionMessage, *, cut: int | None = None) -> dict[str, Any]:
+    """A message as people and the API see it. Tool calls' arguments are kept as the model sent them (an approved
+    call runs with exactly those), so they are scrubbed here, on the way out."""
+    content = message.content if cut is None or len(message.content) <= cut else message.content[:cut] + "…"
+    calls = [{**c, "arguments": default_scrubber.scrub(c["arguments"])[0]} for c in message.tool_calls]
+    return {"session": str(message.session_id), "seq": message.seq, "role": message.role, "content": content,
+            "tool_calls": calls, "tool_call_id": message.tool_call_id, "tool_name": message.tool_name,
+            "verdict": message.verdict, "is_error": message.is_error,
+            "invocation_id": str(message.invocation_id) if message.invocation_id else None,
+            "approval_id": str(message.approval_id) if message.approval_id else None,
+            "child": str(message.child_id) if message.child_id else None,
+            "tokens_in": message.tokens_in, "tokens_out": message.tokens_out, "created_at": message.created_at}
+
+
+def publish_status(session: Session) -> None:
+    events.publish("session.status", session_as_dict(session), session_groups(session))
+
+
+def publish_message(session: Session, message: SessionMessage) -> None:
+    body = message_as_dict(message, cut=EVENT_TEXT_CHARS)
+    events.publish("session.message", body, session_groups(session))
+    if message.role == MessageRole.TOOL:
+        events.publish("session.tool_call", {k: body[k] for k in (
+            "session", "seq", "tool_call_id", "tool_name", "verdict", "is_error", "invocation_id", "approval_id")},
+            session_groups(session))
+
+
+# --- creating and messaging ---------------------------------------------------------------------------------------
+def _new_key(agent: Agent, channel: str, chat_id: str, parent: Session | None) -> str:
+    suffix = uuid.uuid4().hex[:12]
+    if parent is not None:
+        return f"{parent.key[:200]}:sub:{suffix}"
+    return f"agent:{agent.key}:{channel or 'api'}:{(chat_id or '-')[:120]}:{suffix}"
+
+
+def _clean(value: Any, name: str, limit: int) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str) or "\x00" in value or len(value) > limit:
+        raise ValidationError(f"{name} must be a string of at most {limit} characters", code="invalid_" + name)
+    return value
+
+
+def _content(content: Any) -> str:
+    if not isinstance(content, str) or not content.strip():
+        raise ValidationError("content must be a non-empty string", code="invalid_content")
+    if len(content) > MESSAGE_MAX_CHARS or "\x00" in content:
+        raise ValidationError(f"content must be at most {MESSAGE_MAX_CHARS} characters (no NUL)", code="invalid_content")
+    return content
+
+
+def agent_max_iterations(agent: Agent) -> int:
+    """Model turns per run: the agent's `max_iterations` (1-200), else 20."""
+    value = (agent.other_config or {}).get("max_iterations", DEFAULT_MAX_ITERATIONS)
+    return value if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 200 \
+        else DEFAULT_MAX_ITERATIONS
+
+
+@transaction.atomic
+def session_create(*, agent: Agent, created_by: str, user_id: Any = "", channel: Any = "", chat_id: Any = "",
+                   message: Any = None, parent: Session | None = None, label: str = "", task: str = "",
+                   sync: bool = False, max_iterations: int | None = None, lease_owner: str = "") -> Session:
+    """A new session of `agent` (a subagent's when `parent` is given). With a first message it starts running;
+    with `lease_owner` it is born leased to that run (a synchronous subagent its parent drives: no runner takes it)."""
+    if not agent.enabled:
+        raise Conflict(f"agent {agent.key} is disabled", code="agent_disabled")
+    user_id, channel = _clean(user_id, "user_id", 255), _clean(channel, "channel", 64)
+    chat_id = _clean(chat_id, "chat_id", 255)
+    first = _content(message) if message is not None else None
+    session = Session.objects.create(
+        key=_new_key(agent, channel, chat_id, parent), agent=agent, user_id=user_id, channel=channel, chat_id=chat_id,
+        parent=parent, depth=(parent.depth + 1) if parent else 0, label=label, task=task, sync=sync,
+        status=S.RUNNING if first is not None else S.COMPLETED, created_by=created_by,
+        max_iterations=max_iterations or agent_max_iterations(agent), lease_owner=lease_owner,
+        lease_until=timezone.now() + timedelta(seconds=LEASE_SECONDS) if lease_owner else None)
+    if first is not None:
+        message_append(session, role=MessageRole.USER, content=first)
+    publish_status(session)
+    return session
+
+
+def message_append(session: Session, *, role: str, content: str = "", **fields: Any) -> SessionMessage:
+    """Append one message (the caller holds the session's row lock, or owns its lease). Its text is scrubbed of
+    credentials first: a session's messages are shown to people and sent to a provider again on every turn."""
+    content, _ = default_scrubber.scrub(content) if content else (content, 0)
+    seq = (SessionMessage.objects.filter(session=session).aggregate(m=Max("seq"))["m"] or 0) + 1
+    message = SessionMessage.objects.create(session=session, seq=seq, role=role, content=content, **fields)
+    publish_message(session, message)
+    return message
+
+
+def _locked(session_id) -> Session:
+    session = Session.objects.select_for_update(of=("self",)).select_related("agent").filter(pk=session_id).first()
+    if session is None:
+        raise Conflict("the session no longer exists", code="session_not_found")
+    return session
+
+
+@transaction.atomic
+def session_message_post(*, session: Session, content: Any) -> SessionMessage:
+    """A person's (or channel's) message. A running or parked session reads it on its next turn; an ended one starts
+    a new run (iterations counted afresh)."""
+    content = _content(content)
+    session = _locked(session.pk)
+    if session.status in (S.ARCHIVED,):
+        raise Conflict("this session is archived", code="session_archived")
+    message = message_append(session, role=MessageRole.USER, content=content)
+    if session.status not in ACTIVE_STATUSES:
+        session.status, session.iterations, session.end_reason, session.error = S.RUNNING, 0, "", ""
+        session.retries, session.ended_at = 0, None
+        session.save(update_fields=["status", "iterations", "end_reason", "error", "retries", "ended_at", "updated_at"])
+        publish_status(session)
+    return message
+
+
+# --- leases: which runner works on a session --------------------------------------------------------------------------
+RUNNABLE = Q(status=S.RUNNING) | Q(status=S.WAITING_APPROVAL, waiting_approval__isnull=True) | Q(
+    status=S.WAITING_APPROVAL, waiting_approval__status__in=[ApprovalStatus.APPROVED, ApprovalStatus.DENIED,
+                                                             ApprovalStatus.EXPIRED, ApprovalStatus.CANCELLED])
+
+
+def session_claim(*, owner: str, limit: int) -> list[Any]:
+    """Lease up to `limit` runnable sessions nobody holds (running, or parked on an approval that was decided):
+    SKIP LOCKED, so concurrent runners never take the same one."""
+    now = timezone.now()
+    with transaction.atomic():
+        ids = list(Session.objects.filter(RUNNABLE).filter(Q(lease_until__isnull=True) | Q(lease_until__lt=now))
+                   .order_by("updated_at").select_for_update(skip_locked=True, of=("self",))
+                   .values_list("id", flat=True)[:limit])
+        if ids:
+            Session.objects.filter(pk__in=ids).update(lease_owner=owner, lease_until=now + timedelta(seconds=LEASE_SECONDS))
+    return ids
+
+
+_held: dict[Any, tuple[str, threading.Event]] = {}
+_held_lock = threading.Lock()
+# The lease owner name of this process's runs (host, pid and a random part: a restarted process is a new owner).
+PROCESS_OWNER = f"{socket.gethostname()[:60]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+@contextmanager
+def lease_held(session_id, owner: str, cancel: threading.Event) -> Iterator[None]:
+    """Mark a lease this process holds while it works on the session outside the runner's own threads (a synchronous
+    subagent): the runner's heartbeat renews it and its watch sets `cancel` when the session is cancelled."""
+    with _held_lock:
+        _held[session_id] = (owner, cancel)
+    try:
+        yield
+    finally:
+        with _held_lock:
+            _held.pop(session_id, None)
+
+
+def held_leases() -> dict[Any, tuple[str, threading.Event]]:
+    with _held_lock:
+        return dict(_held)
+
+
+def session_leases_renew(*, owner: str, ids: Iterable[Any]) -> set[Any]:
+    """Extend the leases `owner` still holds; returns the ids it no longer holds (another runner took over)."""
+    ids = set(ids)
+    if not ids:
+        return set()
+    held = set(Session.objects.filter(pk__in=ids, lease_owner=owner).values_list("pk", flat=True))
+    Session.objects.filter(pk__in=held, lease_owner=owner).update(
+        lease_until=timezone.now() + timedelta(seconds=LEASE_SECONDS))
+    return ids - held
+
+
+def session_release(*, session_id, owner: str, not_before: timedelta | None = None) -> None:
+    """Give the lease back (a run ended, parked, or its runner is stopping). `not_before` keeps others off it for a
+    while (a retry's backoff)."""
+    until = timezone.now() + not_before if not_before else None
+    Session.objects.filter(pk=session_id, lease_owner=owner).update(lease_owner="", lease_until=until)
+
+
+def session_leases_release_all(*, owner: str) -> int:
+    return Session.objects.filter(lease_owner=owner).update(lease_owner="", lease_until=None)
+
+
+# --- what a run does to its session ------------------------------------------------------------------------------------
+def _owned(session_id, owner: str) -> Session | None:
+    """The session under its row lock, if `owner` still holds its lease and it is still active."""
+    session = _locked(session_id)
+    return session if session.lease_owner == owner and session.status in ACTIVE_STATUSES else None
+
+
+@transaction.atomic
+def run_record_reply(*, session_id, owner: str, content: str, tool_calls: list[dict], tokens_in: int,
+                     tokens_out: int, answers_seq: int) -> SessionMessage | None:
+    """The model's reply of one turn: the message, one more iteration, the tokens. None when the run lost the
+    session meanwhile (cancelled, or another runner took it over): nothing is written."""
+    session = _owned(session_id, owner)
+    if session is None:
+        return None
+    message = message_append(session, role=MessageRole.ASSISTANT, content=content, tool_calls=tool_calls,
+                             tokens_in=tokens_in, tokens_out=tokens_out, answers_seq=answers_seq)
+    Session.objects.filter(pk=session.pk).update(
+        iterations=session.iterations + 1, tokens_in=session.tokens_in + tokens_in,
+        tokens_out=session.tokens_out + tokens_out, updated_at=timezone.now())
+    return message
+
+
+@transaction.atomic
+def run_record_tool_result(*, session_id, owner: str, call: dict, outcome: Any, approval_id=None) -> SessionMessage | None:
+    """One tool call's result, with its verdict and audit row; clears a parked approval it answers."""
+    session = _owned(session_id, owner)
+    if session is None:
+        return None
+    message = message_append(
+        session, role=MessageRole.TOOL, content=outcome.for_llm, tool_call_id=call["id"], tool_name=call["name"][:200],
+        verdict=outcome.status[:30], is_error=outcome.is_error, invocation_id=outcome.invocation_id or None,
+        approval_id=approval_id or outcome.extra.get("approval_id") or None)
+    if session.status == S.WAITING_APPROVAL:
+        session.status, session.waiting_approval = S.RUNNING, None
+        session.save(update_fields=["status", "waiting_approval", "updated_at"])
+        publish_status(session)
+    return message
+
+
+@transaction.atomic
+def run_park(*, session_id, owner: str, approval_id, call: dict, outcome: Any) -> bool:
+    """A tool call waits for a person: the session parks on the approval request and gives its lease back; the
+    decision makes it runnable again (`session_claim`)."""
+    session = _owned(session_id, owner)
+    if session is None:
+        return False
+    session.status, session.waiting_approval_id = S.WAITING_APPROVAL, approval_id
+    session.lease_owner, session.lease_until = "", None
+    session.save(update_fields=["status", "waiting_approval", "lease_owner", "lease_until", "updated_at"])
+    events.publish("session.tool_call", {
+        "session": str(session.pk), "seq": None, "tool_call_id": call["id"], "tool_name": call["name"][:200],
+        "verdict": outcome.status, "is_error": False, "invocation_id": outcome.invocation_id or None,
+        "approval_id": str(approval_id)}, session_groups(session))
+    publish_status(session)
+    return True
+
+
+def session_archive(session: Session) -> None:
+    """An ended session is put away (subagents, `archive_after_minutes` after they ended)."""
+    if Session.objects.filter(pk=session.pk, status__in=[S.COMPLETED, S.FAILED, S.CANCELLED]).update(
+            status=S.ARCHIVED, updated_at=timezone.now()):
+        session.status = S.ARCHIVED
+        publish_status(session)
+
+
+@transaction.atomic
+def run_end(*, session_id, owner: str, status: str, end_reason: str = "", error: str = "", result: str = "") -> Session | None:
+    """The run is over: completed (its last reply is the result), failed (why), or stopped at the iteration limit."""
+    session = _owned(session_id, owner)
+    if session is None:
+        return None
+    session.status, session.end_reason = status, end_reason[:40]
+    session.error = echo(error, ERROR_MAX_CHARS) if error else ""
+    session.result, session.ended_at = result, timezone.now()
+    session.lease_owner, session.lease_until = "", None
+    session.save(update_fields=["status", "end_reason", "error", "result", "ended_at", "lease_owner", "lease_until",
+                                "updated_at"])
+    publish_status(session)
+    _on_end(session)
+    return session
+
+
+@transaction.atomic
+def run_retry_later(*, session_id, owner: str, error: str, delay: timedelta) -> bool:
+    """A failed model request that may be tried again (a subagent's retries): count it, keep the session running,
+    and keep every runner off it for `delay`."""
+    session = _owned(session_id, owner)
+    if session is None:
+        return False
+    session.retries += 1
+    session.error = echo(error, ERROR_MAX_CHARS)
+    session.lease_owner, session.lease_until = "", timezone.now() + delay
+    session.save(update_fields=["retries", "error", "lease_owner", "lease_until", "updated_at"])
+    return True
+
+
+def session_cancel(*, session: Session, actor: str, reason: str = "cancelled", announce: bool = True) -> Session:
+    """Stop a session: its in-flight model request and tool call are stopped by the runner (which sees the status),
+    its pending approval request is withdrawn, its running subagents are cancelled too. Idempotent for an ended
+    session."""
+    with transaction.atomic():
+        session = _locked(session.pk)
+        if session.status not in ACTIVE_STATUSES:
+            return session
+        approval_id = session.waiting_approval_id
+        session.status, session.end_reason, session.ended_at = S.CANCELLED, reason[:40], timezone.now()
+        session.error = f"cancelled by {echo(actor, 200)}"
+        session.save(update_fields=["status", "end_reason", "ended_at", "error", "updated_at"])
+        publish_status(session)
+        if not announce:
+            Session.objects.filter(pk=session.pk).update(announced=True)
+            session.announced = True
+        _on_end(session)
+        children = list(Session.objects.filter(parent=session, status__in=ACTIVE_STATUSES).select_related("agent"))
+    if approval_id:
+        try:
+            approval_cancel(approval_id=approval_id, agent=None)
+        except ApplicationError:  # already decided or gone: nothing to withdraw
+            pass
+    for child in children:
+        session_cancel(session=child, actor=actor, reason="parent_cancelled", announce=False)
+    return session
+
+
+@transaction.atomic
+def session_announce_if_ended(session_id) -> None:
+    """Announce an ended subagent to its parent unless that was done (a synchronous child handed to the runners that
+    ended before it was marked asynchronous)."""
+    session = _locked(session_id)
+    if session.status in ENDED_STATUSES:
+        _on_end(session)
+
+
+# --- subagents' results reach their parent --------------------------------------------------------------------------
+ANNOUNCE_MAX_CHARS = 8000
+
+
+def _on_end(session: Session) -> None:
+    """A subagent that ended tells its parent (unless the parent waited for it synchronously, or it was steered or
+    cancelled with its parent): an `announce` message on the parent, which then runs again to read it. Several
+    announcements that arrive before the parent's next turn reach the model as one message."""
+    if session.parent_id is None or session.sync or session.announced:
+        return
+    if not Session.objects.filter(pk=session.pk, announced=False).update(announced=True):
+        return
+    parent = _locked(session.parent_id)
+    if parent.status == S.ARCHIVED or parent.status == S.CANCELLED:
+        return
+    body = session.result if session.status == S.COMPLETED else (session.error or session.end_reason)
+    if len(body) > ANNOUNCE_MAX_CHARS:
+        body = body[:ANNOUNCE_MAX_CHARS] + "\n[... cut]"
+    name = f"{session.label} ({session.pk})" if session.label else str(session.pk)
+    message_append(parent, role=MessageRole.ANNOUNCE, content=f"[Subagent {name} {session.status}]\n{body}",
+                   child=session)
+    if parent.status not in ACTIVE_STATUSES:
+        parent.status, parent.iterations, parent.end_reason, parent.error, parent.ended_at = S.RUNNING, 0, "", "", None
+        parent.save(update_fields=["status", "iterations", "end_reason", "error", "ended_at", "updated_at"])
+        publish_status(parent)
