@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 from urllib.parse import urlsplit
@@ -279,12 +280,29 @@ def _pool_options(limits: httpx2.Limits, http2: bool, retries: int) -> dict[str,
             "keepalive_expiry": limits.keepalive_expiry, "http1": True, "http2": http2, "retries": retries}
 
 
+_default_ssl_context: Any = None
+_ssl_context_lock = threading.Lock()
+
+
+def _ssl_context(verify: Any) -> Any:
+    """The TLS context for `verify`: the default one (system CAs, verification on) is built once per process and
+    shared (building one costs ~25 ms of CPU; a context is safe to share between connections and threads)."""
+    global _default_ssl_context
+    if verify is not True:
+        return httpx2.create_ssl_context(verify=verify)
+    if _default_ssl_context is None:
+        with _ssl_context_lock:
+            if _default_ssl_context is None:
+                _default_ssl_context = httpx2.create_ssl_context(verify=True)
+    return _default_ssl_context
+
+
 class GuardedTransport(httpx2.HTTPTransport):
     """httpx2's transport whose connection pool dials through GuardedBackend (no proxy: it would dial for us)."""
 
     def __init__(self, target: Target, *, verify: Any = True, limits: httpx2.Limits = DEFAULT_LIMITS,
                  http2: bool = False, retries: int = 0) -> None:
-        ssl_context = httpx2.create_ssl_context(verify=verify)
+        ssl_context = _ssl_context(verify)
         super().__init__(verify=ssl_context, limits=limits, http2=http2, retries=retries)
         self._pool = httpcore2.ConnectionPool(ssl_context=ssl_context, network_backend=GuardedBackend(target),
                                               **_pool_options(limits, http2, retries))
@@ -295,7 +313,7 @@ class AsyncGuardedTransport(httpx2.AsyncHTTPTransport):
 
     def __init__(self, target: Target, *, verify: Any = True, limits: httpx2.Limits = DEFAULT_LIMITS,
                  http2: bool = False, retries: int = 0) -> None:
-        ssl_context = httpx2.create_ssl_context(verify=verify)
+        ssl_context = _ssl_context(verify)
         super().__init__(verify=ssl_context, limits=limits, http2=http2, retries=retries)
         self._pool = httpcore2.AsyncConnectionPool(ssl_context=ssl_context, network_backend=AsyncGuardedBackend(target),
                                                    **_pool_options(limits, http2, retries))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -151,12 +152,15 @@ def call_context(session: Session) -> CallContext:
 @contextmanager
 def provider_slot(provider: LLMProvider, cancel: threading.Event) -> Iterator[None]:
     """One of the provider's `max_concurrent` request slots, across every runner process: a session-level advisory
-    lock on this thread's connection (released at once after the request, and by PostgreSQL if the process dies)."""
-    keys = [_SLOT_NAMESPACE | (provider.pk << 12) | slot for slot in range(min(provider.max_concurrent, 4095))]
+    lock on this thread's connection (released at once after the request, and by PostgreSQL if the process dies).
+    Each try starts at a random slot, so a busy provider costs a few tries, not one per busy slot."""
+    size = min(provider.max_concurrent, 4095)
     held = None
     with connection.cursor() as cursor:
         while held is None:
-            for key in keys:
+            start = random.randrange(size)
+            for offset in range(size):
+                key = _SLOT_NAMESPACE | (provider.pk << 12) | ((start + offset) % size)
                 cursor.execute("SELECT pg_try_advisory_lock(%s)", [key])
                 if cursor.fetchone()[0]:
                     held = key
@@ -171,19 +175,50 @@ def provider_slot(provider: LLMProvider, cancel: threading.Event) -> Iterator[No
             cursor.execute("SELECT pg_advisory_unlock(%s)", [held])
 
 
-def model_turn(session: Session, messages: list[SessionMessage], control: RunControl) -> SessionMessage | None:
-    """Ask the model once; record its reply (text and tool calls) and the tokens."""
-    provider = _provider_for(session)
-    config = provider_config(provider)
-    specs, _ = tool_specs(session)
-    request = ChatRequest(model=session.agent.model or provider.model, system=system_prompt(session),
-                          messages=conversation(messages), tools=specs, cancel=control.cancel)
-    with provider_slot(provider, control.cancel):
-        reply = providers.chat(config, request)
-    return svc.run_record_reply(session_id=session.pk, owner=control.owner, content=reply.content[:REPLY_MAX_CHARS],
-                                tool_calls=tool_calls_of(reply.tool_calls, turn=session.iterations + 1),
-                                tokens_in=reply.usage.input_tokens, tokens_out=reply.usage.output_tokens,
-                                answers_seq=messages[-1].seq if messages else 0)
+@dataclass
+class RunState:
+    """What one run keeps between its steps: the session row and its messages as last written or read (the write
+    services hand back whatever arrived meanwhile), and what it derived from them: the provider, the system prompt
+    and the tool definitions, derived again after a tool call that may have changed them (not read-only)."""
+
+    session: Session
+    messages: list[SessionMessage]
+    provider: LLMProvider | None = None
+    config: Any = None
+    prompt: str | None = None
+    specs: tuple[ToolSpec, ...] | None = None
+
+    @property
+    def last_seq(self) -> int:
+        return self.messages[-1].seq if self.messages else 0
+
+    def took(self, fresh: list[SessionMessage]) -> None:
+        self.messages.extend(fresh)
+
+    def changed(self) -> None:
+        self.prompt = self.specs = None
+
+
+def model_turn(state: RunState, control: RunControl) -> bool:
+    """Ask the model once; record its reply (text and tool calls) and the tokens. False if the run lost the session."""
+    session = state.session
+    if state.provider is None:
+        state.provider = _provider_for(session)
+        state.config = provider_config(state.provider)
+    if state.prompt is None:
+        state.prompt, state.specs = system_prompt(session), tool_specs(session)[0]
+    request = ChatRequest(model=session.agent.model or state.provider.model, system=state.prompt,
+                          messages=conversation(state.messages), tools=state.specs, cancel=control.cancel)
+    with provider_slot(state.provider, control.cancel):
+        reply = providers.chat(state.config, request)
+    fresh = svc.run_record_reply(session=session, owner=control.owner, after_seq=state.last_seq,
+                                 content=reply.content[:REPLY_MAX_CHARS],
+                                 tool_calls=tool_calls_of(reply.tool_calls, turn=session.iterations + 1),
+                                 tokens_in=reply.usage.input_tokens, tokens_out=reply.usage.output_tokens)
+    if fresh is None:
+        return False
+    state.took(fresh)
+    return True
 
 
 def tool_calls_of(requests: tuple[ToolCallRequest, ...], *, turn: int) -> list[dict]:
@@ -240,33 +275,36 @@ def _still_ours(session_id, control: RunControl) -> Session | None:
 
 def session_advance(session_id, control: RunControl) -> str:
     """Work on a leased session until it needs nobody (completed, failed), waits for a person, or is taken away.
-    Returns what happened: completed, failed, waiting_approval, lost (cancelled, lease lost, runner stopping)."""
+    Returns what happened: completed, failed, waiting_approval, retry, lost (cancelled, lease lost, runner stopping).
+    The session and its messages are read once; every write checks the run still holds the session and brings back
+    what arrived meanwhile, and the runner's watch stops the run within a poll of a cancel."""
+    session = _still_ours(session_id, control)
+    if session is None:
+        return "lost"
+    state = RunState(session, _messages(session))
     while True:
-        session = _still_ours(session_id, control)
-        if session is None or control.cancel.is_set():
+        if control.cancel.is_set():
             return "lost"
-        messages = _messages(session)
-        pending = pending_tool_calls(messages)
+        pending = pending_tool_calls(state.messages)
         if pending:
-            step = _tool_step(session, pending[0], control)
-            if step:
-                return step
-            continue
-        if not needs_model_turn(messages):
-            last = messages[-1].content if messages else ""
-            svc.run_end(session_id=session.pk, owner=control.owner, status=S.COMPLETED, result=last)
+            step = _tool_step(state, pending[0], control)
+        elif not needs_model_turn(state.messages):
+            svc.run_end(session_id=session.pk, owner=control.owner, status=S.COMPLETED,
+                        result=state.messages[-1].content if state.messages else "")
             return "completed"
-        if session.iterations >= session.max_iterations:
+        elif session.iterations >= session.max_iterations:
             svc.run_end(session_id=session.pk, owner=control.owner, status=S.FAILED, end_reason="max_iterations",
                         error=f"stopped after {session.max_iterations} model turns without a final answer "
                               "(max_iterations)")
             return "failed"
-        step = _model_step(session, messages, control)
+        else:
+            step = _model_step(state, control)
         if step:
             return step
 
 
-def _tool_step(session: Session, call: dict, control: RunControl) -> str | None:
+def _tool_step(state: RunState, call: dict, control: RunControl) -> str | None:
+    session = state.session
     resuming = session.status == S.WAITING_APPROVAL
     outcome = resumed_turn(session, call, control) if resuming else tool_turn(session, call, control)
     if control.cancel.is_set() and outcome.is_error:
@@ -275,16 +313,21 @@ def _tool_step(session: Session, call: dict, control: RunControl) -> str | None:
     if outcome.status == "pending_approval" and approval_id:
         svc.run_park(session_id=session.pk, owner=control.owner, approval_id=approval_id, call=call, outcome=outcome)
         return "waiting_approval"
-    if svc.run_record_tool_result(session_id=session.pk, owner=control.owner, call=call, outcome=outcome) is None:
+    fresh = svc.run_record_tool_result(session=session, owner=control.owner, after_seq=state.last_seq, call=call,
+                                       outcome=outcome)
+    if fresh is None:
         return "lost"
+    state.took(fresh)
+    tool = toolset_for(session.agent, session.user_id).get(call["name"])
+    if tool is None or not tool.read_only:
+        state.changed()  # it may have written a context file or changed what the agent may use
     return None
 
 
-def _model_step(session: Session, messages: list[SessionMessage], control: RunControl) -> str | None:
+def _model_step(state: RunState, control: RunControl) -> str | None:
+    session = state.session
     try:
-        if model_turn(session, messages, control) is None:
-            return "lost"
-        return None
+        return None if model_turn(state, control) else "lost"
     except ProviderError as exc:
         if exc.code == "cancelled" or control.cancel.is_set():
             return "lost"

@@ -11,8 +11,8 @@ from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any, Iterable, Iterator
 
-from django.db import transaction
-from django.db.models import Max, Q
+from django.db import connection, transaction
+from django.db.models import F, Max, Q
 from django.utils import timezone
 
 from goclaw import events
@@ -132,11 +132,14 @@ def session_create(*, agent: Agent, created_by: str, user_id: Any = "", channel:
     return session
 
 
-def message_append(session: Session, *, role: str, content: str = "", **fields: Any) -> SessionMessage:
-    """Append one message (the caller holds the session's row lock, or owns its lease). Its text is scrubbed of
-    credentials first: a session's messages are shown to people and sent to a provider again on every turn."""
+def message_append(session: Session, *, role: str, content: str = "", seq: int | None = None,
+                   **fields: Any) -> SessionMessage:
+    """Append one message (the caller holds the session's row lock, or owns its lease; `seq` when it knows the next
+    one). Its text is scrubbed of credentials first: a session's messages are shown to people and sent to a provider
+    again on every turn."""
     content, _ = default_scrubber.scrub(content) if content else (content, 0)
-    seq = (SessionMessage.objects.filter(session=session).aggregate(m=Max("seq"))["m"] or 0) + 1
+    if seq is None:
+        seq = (SessionMessage.objects.filter(session=session).aggregate(m=Max("seq"))["m"] or 0) + 1
     message = SessionMessage.objects.create(session=session, seq=seq, role=role, content=content, **fields)
     publish_message(session, message)
     return message
@@ -238,37 +241,59 @@ def _owned(session_id, owner: str) -> Session | None:
     return session if session.lease_owner == owner and session.status in ACTIVE_STATUSES else None
 
 
-@transaction.atomic
-def run_record_reply(*, session_id, owner: str, content: str, tool_calls: list[dict], tokens_in: int,
-                     tokens_out: int, answers_seq: int) -> SessionMessage | None:
-    """The model's reply of one turn: the message, one more iteration, the tokens. None when the run lost the
-    session meanwhile (cancelled, or another runner took it over): nothing is written."""
-    session = _owned(session_id, owner)
-    if session is None:
+def _run_write(session: Session, owner: str, after_seq: int, **changes: Any) -> list[SessionMessage] | None:
+    """The start of a run's write: one conditional UPDATE that row-locks the session if the run still holds it (else
+    None: cancelled, or another runner took over), then the messages that arrived since `after_seq`."""
+    if not Session.objects.filter(pk=session.pk, lease_owner=owner, status__in=ACTIVE_STATUSES).update(
+            updated_at=timezone.now(), **changes):
         return None
-    message = message_append(session, role=MessageRole.ASSISTANT, content=content, tool_calls=tool_calls,
-                             tokens_in=tokens_in, tokens_out=tokens_out, answers_seq=answers_seq)
-    Session.objects.filter(pk=session.pk).update(
-        iterations=session.iterations + 1, tokens_in=session.tokens_in + tokens_in,
-        tokens_out=session.tokens_out + tokens_out, updated_at=timezone.now())
-    return message
+    return list(SessionMessage.objects.filter(session=session, seq__gt=after_seq).order_by("seq"))
+
+
+def _next_seq(fresh: list[SessionMessage], after_seq: int) -> int:
+    return (fresh[-1].seq if fresh else after_seq) + 1
 
 
 @transaction.atomic
-def run_record_tool_result(*, session_id, owner: str, call: dict, outcome: Any, approval_id=None) -> SessionMessage | None:
-    """One tool call's result, with its verdict and audit row; clears a parked approval it answers."""
-    session = _owned(session_id, owner)
-    if session is None:
+def run_record_reply(*, session: Session, owner: str, after_seq: int, content: str, tool_calls: list[dict],
+                     tokens_in: int, tokens_out: int) -> list[SessionMessage] | None:
+    """The model's reply of one turn (it answers everything up to `after_seq`): the message, one more iteration, the
+    tokens. Returns the messages that arrived since `after_seq` and the reply; None when the run lost the session
+    meanwhile (nothing is written)."""
+    with connection.cursor() as cursor:
+        # A reply lost to a database crash (never to an app crash) costs one model request again, nothing more:
+        # no need to wait for the WAL flush here. Tool results keep synchronous commits (a lost one would run the
+        # tool twice).
+        cursor.execute("SET LOCAL synchronous_commit TO OFF")
+    fresh = _run_write(session, owner, after_seq, iterations=F("iterations") + 1,
+                       tokens_in=F("tokens_in") + tokens_in, tokens_out=F("tokens_out") + tokens_out)
+    if fresh is None:
         return None
-    message = message_append(
-        session, role=MessageRole.TOOL, content=outcome.for_llm, tool_call_id=call["id"], tool_name=call["name"][:200],
-        verdict=outcome.status[:30], is_error=outcome.is_error, invocation_id=outcome.invocation_id or None,
-        approval_id=approval_id or outcome.extra.get("approval_id") or None)
+    session.iterations += 1
+    session.tokens_in += tokens_in
+    session.tokens_out += tokens_out
+    reply = message_append(session, role=MessageRole.ASSISTANT, content=content, tool_calls=tool_calls,
+                           seq=_next_seq(fresh, after_seq), tokens_in=tokens_in, tokens_out=tokens_out,
+                           answers_seq=after_seq)
+    return [*fresh, reply]
+
+
+@transaction.atomic
+def run_record_tool_result(*, session: Session, owner: str, after_seq: int, call: dict,
+                           outcome: Any) -> list[SessionMessage] | None:
+    """One tool call's result, with its verdict and audit row; a parked session runs again. Returns the messages
+    that arrived since `after_seq` and the result; None when the run lost the session."""
+    fresh = _run_write(session, owner, after_seq, status=S.RUNNING, waiting_approval=None)
+    if fresh is None:
+        return None
+    result = message_append(
+        session, role=MessageRole.TOOL, content=outcome.for_llm, seq=_next_seq(fresh, after_seq),
+        tool_call_id=call["id"], tool_name=call["name"][:200], verdict=outcome.status[:30], is_error=outcome.is_error,
+        invocation_id=outcome.invocation_id or None, approval_id=outcome.extra.get("approval_id") or None)
     if session.status == S.WAITING_APPROVAL:
-        session.status, session.waiting_approval = S.RUNNING, None
-        session.save(update_fields=["status", "waiting_approval", "updated_at"])
+        session.status, session.waiting_approval_id = S.RUNNING, None
         publish_status(session)
-    return message
+    return [*fresh, result]
 
 
 @transaction.atomic

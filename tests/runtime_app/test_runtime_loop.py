@@ -193,3 +193,20 @@ def test_cancelling_a_parked_session_withdraws_its_approval_request(hosted, llm,
     approval_id = session.waiting_approval_id
     session_cancel(session=session, actor="staff:tester")
     assert ApprovalRequest.objects.get(pk=approval_id).status == "cancelled"
+
+
+def test_cancel_stops_the_tool_call_in_flight_and_its_processes(hosted, llm, runner):
+    from tests.sandbox_app.procs import cancel_once_running, sleep_marker, wait_no_leftovers
+
+    marker = sleep_marker()
+    llm.script(call("exec", command=f"sleep {marker}"))
+    session = start(hosted)
+    with cancel_once_running("sleep", marker) as running:  # set once the sandboxed sleep is alive
+        assert running.wait(60), "the tool call never started its process"
+    session_cancel(session=session, actor="staff:tester")
+    assert runner.wait_idle(30)
+    assert wait_no_leftovers("sleep", marker, seconds=15) == []
+    session.refresh_from_db()
+    assert session.status == S.CANCELLED
+    assert not [m for m in messages_of(session) if m.role == MessageRole.TOOL]  # the interrupted call left no result
+
