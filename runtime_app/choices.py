@@ -25,3 +25,15 @@ class MessageRole(models.TextChoices):
     TOOL = "tool"
     # A subagent's result for its parent: delivered to the model as one user message per batch.
     ANNOUNCE = "announce"
+
+
+class SessionOrigin(models.TextChoices):
+    """Why a session exists: a person's or channel's conversation, or work another session started."""
+
+    DIRECT = "direct"          # the API, a channel gateway, a person
+    SUBAGENT = "subagent"      # spawn: the same agent one level deeper
+    DELEGATION = "delegation"  # another agent delegated work to this (hosted) agent
+    EVALUATION = "evaluation"  # a generator or evaluator round of evaluate_loop
+    GATE = "gate"              # a quality gate's reviewer
+    TEAM = "team"              # a hosted team member woken by a task or a mailbox message
+    HANDOFF = "handoff"        # a conversation handed off to this agent

@@ -8,7 +8,7 @@ import uuid
 from django.db import models
 from django.db.models import Q
 
-from runtime_app.choices import MessageRole, ProviderKind, SessionStatus
+from runtime_app.choices import MessageRole, ProviderKind, SessionOrigin, SessionStatus
 
 
 class LLMProvider(models.Model):
@@ -52,7 +52,10 @@ class Session(models.Model):
     channel = models.CharField(max_length=64, blank=True)
     chat_id = models.CharField(max_length=255, blank=True)
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="children")
-    depth = models.PositiveSmallIntegerField(default=0)
+    depth = models.PositiveSmallIntegerField(default=0, help_text="subagent nesting depth (0: an agent's own run)")
+    origin = models.CharField(max_length=20, choices=SessionOrigin.choices, default=SessionOrigin.DIRECT)
+    skip_gates = models.BooleanField(default=False, help_text="quality gates do not apply to what this run delegates "
+                                                              "(a gate's reviewer, an evaluate loop's rounds)")
     label = models.CharField(max_length=200, blank=True, help_text="a subagent's label")
     task = models.TextField(blank=True, help_text="a subagent's task")
     sync = models.BooleanField(default=False, help_text="a subagent its parent waits for (spawn run): not announced")

@@ -14,9 +14,9 @@ from django.utils import timezone
 from django.db.models import Q
 
 from goclaw.errors import Conflict
-from runtime_app.choices import ACTIVE_STATUSES, SessionStatus
+from runtime_app.choices import ACTIVE_STATUSES, SessionOrigin, SessionStatus
 from runtime_app.limits import spawn_limits
-from runtime_app.loop import RunControl, session_advance
+from runtime_app.runs import run_inline
 from runtime_app.models import Session
 from runtime_app.services import sessions as svc
 from tools_app.models import Agent
@@ -39,36 +39,32 @@ def subagent_spawn(*, parent: Session, task: str, label: str = "", run_by: str =
         if parent.depth + 1 > limits.max_spawn_depth:
             raise Conflict(f"subagents may not spawn subagents here: the maximum spawn depth is "
                            f"{limits.max_spawn_depth}", code="spawn_depth_exceeded")
-        running = Session.objects.filter(parent__isnull=False, status__in=ACTIVE_STATUSES).count()
+        running = Session.objects.filter(origin=SessionOrigin.SUBAGENT, status__in=ACTIVE_STATUSES).count()
         if running >= limits.max_concurrent:
             raise Conflict(f"{running} subagents are running (at most {limits.max_concurrent}); wait for one to "
                            "finish or cancel one", code="spawn_concurrency_exceeded")
-        children = Session.objects.filter(parent=parent).exclude(status=S.ARCHIVED).count()
+        children = subagents_of(parent).exclude(status=S.ARCHIVED).count()
         if children >= limits.max_children_per_agent:
             raise Conflict(f"this session already has {children} subagents (at most {limits.max_children_per_agent} "
                            "until they are archived)", code="spawn_children_exceeded")
         return svc.session_create(agent=parent.agent, created_by=f"agent:{parent.agent.key}", user_id=parent.user_id,
                                   channel=parent.channel, chat_id=parent.chat_id, message=task, parent=parent,
                                   label=label, task=task, sync=bool(run_by), lease_owner=run_by,
-                                  max_iterations=limits.max_iterations)
+                                  max_iterations=limits.max_iterations, origin=SessionOrigin.SUBAGENT)
 
 
 def subagent_run(*, child: Session, owner: str, cancel: threading.Event) -> Session:
-    """Drive a synchronous child (spawned with `run_by=owner`) to its end in this thread (spawn `run`): no runner
-    thread is waited for, so a busy pool cannot deadlock parents waiting for children. A child that parks on an
-    approval, or is interrupted, is handed to the runners and announced to its parent when it ends."""
-    with svc.lease_held(child.pk, owner, cancel):
-        outcome = session_advance(child.pk, RunControl(owner=owner, cancel=cancel))
-    if outcome not in ("completed", "failed"):
-        Session.objects.filter(pk=child.pk).update(sync=False)
-        svc.session_release(session_id=child.pk, owner=owner)
-        svc.session_announce_if_ended(child.pk)
-    return Session.objects.select_related("agent").get(pk=child.pk)
+    """Drive a synchronous child (spawned with `run_by=owner`) to its end in this thread (spawn `run`)."""
+    return run_inline(child, owner=owner, cancel=cancel)
+
+
+def subagents_of(parent: Session):
+    return Session.objects.filter(parent=parent, origin=SessionOrigin.SUBAGENT)
 
 
 def children_wait(*, parent: Session, ids: list[Any] | None, seconds: float, cancel: threading.Event) -> list[Session]:
     """Wait until the given children (else every active child) have ended or `seconds` pass; their rows."""
-    qs = Session.objects.filter(parent=parent)
+    qs = subagents_of(parent)
     qs = qs.filter(pk__in=ids) if ids else qs.filter(Q(status__in=ACTIVE_STATUSES))
     wanted = list(qs.values_list("pk", flat=True))
     deadline = time.monotonic() + seconds
@@ -81,7 +77,7 @@ def children_wait(*, parent: Session, ids: list[Any] | None, seconds: float, can
 
 def children_cancel(*, parent: Session, which: str, actor: str) -> list[Session]:
     """Cancel one child (its id), `all` active children, or the `last` one spawned; not announced to the parent."""
-    active = Session.objects.filter(parent=parent, status__in=ACTIVE_STATUSES).select_related("agent").order_by("-created_at")
+    active = subagents_of(parent).filter(status__in=ACTIVE_STATUSES).select_related("agent").order_by("-created_at")
     if which == "all":
         targets = list(active)
     elif which == "last":
@@ -93,7 +89,7 @@ def children_cancel(*, parent: Session, which: str, actor: str) -> list[Session]
 
 def subagent_steer(*, parent: Session, child_id: str, message: str, actor: str) -> Session:
     """Cancel a child, let it settle, and spawn it again on its task with the parent's new instruction."""
-    child = Session.objects.filter(parent=parent, pk=child_id).select_related("agent").first() if _is_uuid(child_id) else None
+    child = subagents_of(parent).filter(pk=child_id).select_related("agent").first() if _is_uuid(child_id) else None
     if child is None:
         raise Conflict("no such subagent of this session", code="subagent_not_found")
     svc.session_cancel(session=child, actor=actor, reason="steered", announce=False)

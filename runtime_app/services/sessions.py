@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from goclaw import events
 from goclaw.errors import ApplicationError, Conflict, ValidationError
-from runtime_app.choices import ACTIVE_STATUSES, ENDED_STATUSES, MessageRole, SessionStatus
+from runtime_app.choices import ACTIVE_STATUSES, ENDED_STATUSES, MessageRole, SessionOrigin, SessionStatus
 from runtime_app.models import Session, SessionMessage
 from tools_app.choices import ApprovalStatus
 from tools_app.labels import echo
@@ -44,7 +44,7 @@ def session_as_dict(session: Session) -> dict[str, Any]:
     return {"id": str(session.pk), "key": session.key, "agent": session.agent.key, "status": session.status,
             "end_reason": session.end_reason, "user_id": session.user_id, "channel": session.channel,
             "chat_id": session.chat_id, "parent": str(session.parent_id) if session.parent_id else None,
-            "depth": session.depth, "label": session.label, "iterations": session.iterations,
+            "depth": session.depth, "origin": session.origin, "label": session.label, "iterations": session.iterations,
             "max_iterations": session.max_iterations, "tokens_in": session.tokens_in, "tokens_out": session.tokens_out,
             "waiting_approval": str(session.waiting_approval_id) if session.waiting_approval_id else None,
             "error": session.error, "created_at": session.created_at, "updated_at": session.updated_at,
@@ -112,7 +112,8 @@ def agent_max_iterations(agent: Agent) -> int:
 @transaction.atomic
 def session_create(*, agent: Agent, created_by: str, user_id: Any = "", channel: Any = "", chat_id: Any = "",
                    message: Any = None, parent: Session | None = None, label: str = "", task: str = "",
-                   sync: bool = False, max_iterations: int | None = None, lease_owner: str = "") -> Session:
+                   sync: bool = False, max_iterations: int | None = None, lease_owner: str = "",
+                   origin: str = SessionOrigin.DIRECT, skip_gates: bool = False) -> Session:
     """A new session of `agent` (a subagent's when `parent` is given). With a first message it starts running;
     with `lease_owner` it is born leased to that run (a synchronous subagent its parent drives: no runner takes it)."""
     if not agent.enabled:
@@ -122,7 +123,8 @@ def session_create(*, agent: Agent, created_by: str, user_id: Any = "", channel:
     first = _content(message) if message is not None else None
     session = Session.objects.create(
         key=_new_key(agent, channel, chat_id, parent), agent=agent, user_id=user_id, channel=channel, chat_id=chat_id,
-        parent=parent, depth=(parent.depth + 1) if parent else 0, label=label, task=task, sync=sync,
+        parent=parent, depth=parent.depth + 1 if parent and origin == SessionOrigin.SUBAGENT else 0, label=label,
+        task=task, sync=sync, origin=origin, skip_gates=skip_gates or bool(parent and parent.skip_gates),
         status=S.RUNNING if first is not None else S.COMPLETED, created_by=created_by,
         max_iterations=max_iterations or agent_max_iterations(agent), lease_owner=lease_owner,
         lease_until=timezone.now() + timedelta(seconds=LEASE_SECONDS) if lease_owner else None)
@@ -394,6 +396,17 @@ def session_announce_if_ended(session_id) -> None:
 ANNOUNCE_MAX_CHARS = 8000
 
 
+def announce_heading(session: Session) -> str:
+    """How a child's result is introduced to its parent's model: a subagent by label and id, a team member's with
+    the `teammate:` prefix the design documents route teammates' results with, another agent's by its key."""
+    if session.origin == SessionOrigin.TEAM:
+        return f"teammate: {session.agent.key} ({session.status})"
+    if session.origin == SessionOrigin.SUBAGENT:
+        name = f"{session.label} ({session.pk})" if session.label else str(session.pk)
+        return f"[Subagent {name} {session.status}]"
+    return f"[{session.origin.capitalize()} result from {session.agent.key} ({session.status})]"
+
+
 def _on_end(session: Session) -> None:
     """A subagent that ended tells its parent (unless the parent waited for it synchronously, or it was steered or
     cancelled with its parent): an `announce` message on the parent, which then runs again to read it. Several
@@ -408,9 +421,7 @@ def _on_end(session: Session) -> None:
     body = session.result if session.status == S.COMPLETED else (session.error or session.end_reason)
     if len(body) > ANNOUNCE_MAX_CHARS:
         body = body[:ANNOUNCE_MAX_CHARS] + "\n[... cut]"
-    name = f"{session.label} ({session.pk})" if session.label else str(session.pk)
-    message_append(parent, role=MessageRole.ANNOUNCE, content=f"[Subagent {name} {session.status}]\n{body}",
-                   child=session)
+    message_append(parent, role=MessageRole.ANNOUNCE, content=f"{announce_heading(session)}\n{body}", child=session)
     if parent.status not in ACTIVE_STATUSES:
         parent.status, parent.iterations, parent.end_reason, parent.error, parent.ended_at = S.RUNNING, 0, "", "", None
         parent.save(update_fields=["status", "iterations", "end_reason", "error", "ended_at", "updated_at"])
