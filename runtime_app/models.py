@@ -54,6 +54,7 @@ class Session(models.Model):
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="children")
     depth = models.PositiveSmallIntegerField(default=0, help_text="subagent nesting depth (0: an agent's own run)")
     origin = models.CharField(max_length=20, choices=SessionOrigin.choices, default=SessionOrigin.DIRECT)
+    ref = models.CharField(max_length=100, blank=True, help_text="what started it: delegation:<id>, team:<id>, …")
     skip_gates = models.BooleanField(default=False, help_text="quality gates do not apply to what this run delegates "
                                                               "(a gate's reviewer, an evaluate loop's rounds)")
     label = models.CharField(max_length=200, blank=True, help_text="a subagent's label")

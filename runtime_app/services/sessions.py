@@ -3,13 +3,14 @@ is a conditional UPDATE or runs under the session's row lock, so the API, the to
 processes can act on one session at once; events go out after commit (docs/runtime.md)."""
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
 import uuid
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from django.db import connection, transaction
 from django.db.models import F, Max, Q
@@ -24,6 +25,8 @@ from tools_app.labels import echo
 from tools_app.models import Agent
 from tools_app.security.scrub import default_scrubber
 from tools_app.services.approvals import approval_cancel
+
+logger = logging.getLogger("goclaw.runtime")
 
 MESSAGE_MAX_CHARS = 100_000
 ERROR_MAX_CHARS = 2000
@@ -44,7 +47,7 @@ def session_as_dict(session: Session) -> dict[str, Any]:
     return {"id": str(session.pk), "key": session.key, "agent": session.agent.key, "status": session.status,
             "end_reason": session.end_reason, "user_id": session.user_id, "channel": session.channel,
             "chat_id": session.chat_id, "parent": str(session.parent_id) if session.parent_id else None,
-            "depth": session.depth, "origin": session.origin, "label": session.label, "iterations": session.iterations,
+            "depth": session.depth, "origin": session.origin, "ref": session.ref, "label": session.label, "iterations": session.iterations,
             "max_iterations": session.max_iterations, "tokens_in": session.tokens_in, "tokens_out": session.tokens_out,
             "waiting_approval": str(session.waiting_approval_id) if session.waiting_approval_id else None,
             "error": session.error, "created_at": session.created_at, "updated_at": session.updated_at,
@@ -113,7 +116,7 @@ def agent_max_iterations(agent: Agent) -> int:
 def session_create(*, agent: Agent, created_by: str, user_id: Any = "", channel: Any = "", chat_id: Any = "",
                    message: Any = None, parent: Session | None = None, label: str = "", task: str = "",
                    sync: bool = False, max_iterations: int | None = None, lease_owner: str = "",
-                   origin: str = SessionOrigin.DIRECT, skip_gates: bool = False) -> Session:
+                   origin: str = SessionOrigin.DIRECT, skip_gates: bool = False, ref: str = "") -> Session:
     """A new session of `agent` (a subagent's when `parent` is given). With a first message it starts running;
     with `lease_owner` it is born leased to that run (a synchronous subagent its parent drives: no runner takes it)."""
     if not agent.enabled:
@@ -124,7 +127,7 @@ def session_create(*, agent: Agent, created_by: str, user_id: Any = "", channel:
     session = Session.objects.create(
         key=_new_key(agent, channel, chat_id, parent), agent=agent, user_id=user_id, channel=channel, chat_id=chat_id,
         parent=parent, depth=parent.depth + 1 if parent and origin == SessionOrigin.SUBAGENT else 0, label=label,
-        task=task, sync=sync, origin=origin, skip_gates=skip_gates or bool(parent and parent.skip_gates),
+        task=task, sync=sync, origin=origin, skip_gates=skip_gates or bool(parent and parent.skip_gates), ref=ref,
         status=S.RUNNING if first is not None else S.COMPLETED, created_by=created_by,
         max_iterations=max_iterations or agent_max_iterations(agent), lease_owner=lease_owner,
         lease_until=timezone.now() + timedelta(seconds=LEASE_SECONDS) if lease_owner else None)
@@ -389,7 +392,7 @@ def session_announce_if_ended(session_id) -> None:
     ended before it was marked asynchronous)."""
     session = _locked(session_id)
     if session.status in ENDED_STATUSES:
-        _on_end(session)
+        _announce(session)
 
 
 # --- subagents' results reach their parent --------------------------------------------------------------------------
@@ -407,7 +410,32 @@ def announce_heading(session: Session) -> str:
     return f"[{session.origin.capitalize()} result from {session.agent.key} ({session.status})]"
 
 
+_end_handlers: dict[str, list[Callable[[Any], None]]] = {}
+
+
+def session_end_subscribe(origin: str, handler: Callable[[Any], None]) -> None:
+    """Call `handler(session_id)` after the commit that ends (completes, fails, cancels) a session of `origin`: a
+    delegation's session answers its delegation, a team member's reports to its lead (runtime_app's own modules
+    subscribe from AppConfig.ready())."""
+    handlers = _end_handlers.setdefault(origin, [])
+    if handler not in handlers:
+        handlers.append(handler)
+
+
 def _on_end(session: Session) -> None:
+    for handler in _end_handlers.get(session.origin, ()):
+        transaction.on_commit(lambda handler=handler: _call_end_handler(handler, session.pk))
+    _announce(session)
+
+
+def _call_end_handler(handler: Callable[[Any], None], session_id: Any) -> None:
+    try:
+        handler(session_id)
+    except Exception:
+        logger.exception("session %s: end handler %s failed", session_id, getattr(handler, "__qualname__", handler))
+
+
+def _announce(session: Session) -> None:
     """A subagent that ended tells its parent (unless the parent waited for it synchronously, or it was steered or
     cancelled with its parent): an `announce` message on the parent, which then runs again to read it. Several
     announcements that arrive before the parent's next turn reach the model as one message."""
