@@ -6,4 +6,5 @@ urlpatterns = [
     path("", include("console_app.dashboard.urls")),
     path("audit/", include("console_app.audit.urls")),
     path("playground/", include("console_app.playground.urls")),
+    path("sessions/", include("console_app.sessions.urls")),
 ]

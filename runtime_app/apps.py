@@ -11,9 +11,10 @@ class RuntimeAppConfig(AppConfig):
         from runtime_app import tools
 
         # every session's status and messages (the console's sessions page) and one session's timeline
-        websocket_staff_group_register(r"sessions", permission="runtime_app.view_session")
-        websocket_staff_group_register(r"session\.[0-9a-f-]{36}", permission="runtime_app.view_session")
-        websocket_staff_group_register(r"agent\.[a-z0-9_-]{1,64}", permission="runtime_app.view_session")
+        view = ("runtime_app.view_session", "runtime_app.view_sessionmessage")  # the events carry message text
+        websocket_staff_group_register(r"sessions", permission=view)
+        websocket_staff_group_register(r"session\.[0-9a-f-]{36}", permission=view)
+        websocket_staff_group_register(r"agent\.[a-z0-9_-]{1,64}", permission=view)
         schedule_register("runtime subagent archive", "runtime_app.tasks.archive_subagents", "* * * * *")
         tools.register()  # the sessions group: sessions_list, sessions_history, sessions_send, session_status, spawn
 
