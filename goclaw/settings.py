@@ -251,6 +251,8 @@ SPECTACULAR_SETTINGS = {
         "ApprovalDecisionEnum": "tools_app.choices.ApprovalDecision",
         "PendingChangeDecisionEnum": ["accept", "reject"],
         "ProviderKindEnum": "runtime_app.choices.ProviderKind",
+        "SessionStatusEnum": "runtime_app.choices.SessionStatus",
+        "MessageRoleEnum": "runtime_app.choices.MessageRole",
     },
 }
 
@@ -270,6 +272,8 @@ TOOL_WORKER_THREADS = env_int("GOCLAW_TOOL_WORKER_THREADS", 32, minimum=2, maxim
 TOOL_SOURCES = env_list("GOCLAW_TOOL_SOURCES", [])
 RUNTIME_THREADS = env_int("GOCLAW_RUNTIME_THREADS", 16, minimum=1, maximum=512)  # sessions one runner advances at once
 TOOL_MAX_SUBAGENT_DEPTH = env_int("GOCLAW_MAX_SUBAGENT_DEPTH", 1, minimum=1, maximum=16)  # leaf deny applies at this depth
+# A hosted team member's run with no new message for this long is escalated to its lead (docs/teams.md)
+TEAM_STUCK_MINUTES = env_int("GOCLAW_TEAM_STUCK_MINUTES", 10, minimum=1, maximum=7 * 24 * 60)
 TOOL_TOKEN_LAST_USED_INTERVAL = 60  # seconds between `last_used_at` writes for one token
 
 # --- MCP (docs/mcp.md) ----------------------------------------------------------------------------------

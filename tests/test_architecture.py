@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-APPS = ("goclaw", "tools_app", "sandbox_app", "mcp_app", "teams_app", "config_app", "console_app")
+APPS = ("goclaw", "tools_app", "sandbox_app", "mcp_app", "teams_app", "runtime_app", "config_app", "console_app")
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 

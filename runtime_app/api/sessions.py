@@ -12,7 +12,7 @@ from goclaw.api import (ClosedBody, StrictBooleanField, StrictCharField, StrictI
                         error_responses, validated, validated_query)
 from goclaw.errors import PermissionDenied, ValidationError
 from runtime_app import selectors as sel
-from runtime_app.choices import SessionStatus
+from runtime_app.choices import MessageRole, SessionStatus
 from runtime_app.services import sessions as svc
 from tools_app.services.agents import agent_get_by_key
 
@@ -59,6 +59,92 @@ class MessagesQuerySerializer(serializers.Serializer):
     limit = StrictIntegerField(required=False, min_value=1, max_value=1000, default=200)
 
 
+class SessionSerializer(serializers.Serializer):
+    """A session as the API answers it (runtime_app.services.sessions.session_as_dict)."""
+
+    id = serializers.UUIDField()
+    key = serializers.CharField()
+    agent = serializers.CharField()
+    status = serializers.ChoiceField(choices=SessionStatus.choices)
+    end_reason = serializers.CharField()
+    user_id = serializers.CharField()
+    channel = serializers.CharField()
+    chat_id = serializers.CharField()
+    parent = serializers.UUIDField(allow_null=True)
+    depth = serializers.IntegerField()
+    origin = serializers.CharField()
+    ref = serializers.CharField()
+    label = serializers.CharField()
+    iterations = serializers.IntegerField()
+    max_iterations = serializers.IntegerField()
+    tokens_in = serializers.IntegerField()
+    tokens_out = serializers.IntegerField()
+    waiting_approval = serializers.UUIDField(allow_null=True)
+    error = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+    ended_at = serializers.DateTimeField(allow_null=True)
+
+
+class ChildSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    label = serializers.CharField()
+    status = serializers.ChoiceField(choices=SessionStatus.choices)
+
+
+class SessionDetailSerializer(SessionSerializer):
+    messages = serializers.IntegerField(help_text="how many messages it has")
+    children = ChildSerializer(many=True)
+
+
+class SessionListSerializer(serializers.Serializer):
+    results = SessionSerializer(many=True)
+
+
+class SessionCreatedSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    key = serializers.CharField()
+    status = serializers.ChoiceField(choices=SessionStatus.choices)
+
+
+class ToolCallSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    name = serializers.CharField()
+    arguments = serializers.CharField(help_text="the JSON text the model sent (credentials scrubbed)")
+
+
+class MessageSerializer(serializers.Serializer):
+    session = serializers.UUIDField()
+    seq = serializers.IntegerField()
+    role = serializers.ChoiceField(choices=MessageRole.choices)
+    content = serializers.CharField()
+    tool_calls = ToolCallSerializer(many=True)
+    tool_call_id = serializers.CharField()
+    tool_name = serializers.CharField()
+    verdict = serializers.CharField(help_text="a tool result: the pipeline's status (ok, denied, invalid_arguments, …)")
+    is_error = serializers.BooleanField()
+    invocation_id = serializers.UUIDField(allow_null=True, help_text="the audit row of a tool result")
+    approval_id = serializers.UUIDField(allow_null=True)
+    child = serializers.UUIDField(allow_null=True, help_text="an announcement: the child session it reports")
+    tokens_in = serializers.IntegerField()
+    tokens_out = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+
+
+class MessageListSerializer(serializers.Serializer):
+    results = MessageSerializer(many=True)
+
+
+class MessagePostedSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    message_seq = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=SessionStatus.choices)
+    end_reason = serializers.CharField(required=False)
+    error = serializers.CharField(required=False)
+    reply = serializers.CharField(required=False, allow_null=True, help_text="with wait: the model's final reply")
+    waiting_approval = serializers.UUIDField(required=False, allow_null=True)
+
+
 def _detail(session) -> dict:
     data = svc.session_as_dict(session)
     data["messages"] = session.messages.count()
@@ -70,14 +156,17 @@ def _detail(session) -> dict:
 class SessionListView(APIView):
     staff_permissions = {"GET": VIEW, "POST": RUN}
 
-    @extend_schema(parameters=[SessionFilterSerializer], summary="Sessions (an agent: its own; staff: all)")
+    @extend_schema(parameters=[SessionFilterSerializer], summary="Sessions (an agent: its own; staff: all)",
+                   responses={200: SessionListSerializer}, operation_id="sessions_list")
     def get(self, request):
         filters = validated_query(SessionFilterSerializer, request)
         rows = sel.session_list_for(agent_of(request), filters=filters)[: filters.get("limit", 100)]
         return Response({"results": [svc.session_as_dict(s) for s in rows]})
 
     @extend_schema(request=SessionCreateSerializer, summary="Start a session (a first message starts a run)",
-                   responses={201: dict, **error_responses({404: "no such agent", 409: "agent disabled"})})
+                   responses={201: SessionCreatedSerializer, **error_responses({
+                       400: "invalid fields, or a staff request without `agent` (agent_required)",
+                       404: "no such agent", 409: "agent disabled"})})
     def post(self, request):
         data = validated(SessionCreateSerializer, request.data)
         agent = agent_of(request)
@@ -95,7 +184,8 @@ class SessionListView(APIView):
 class SessionDetailView(APIView):
     staff_permissions = {"GET": VIEW}
 
-    @extend_schema(summary="A session: status, counts, parent, children", responses={200: dict})
+    @extend_schema(summary="A session: status, counts, parent, children", responses={200: SessionDetailSerializer},
+                   operation_id="sessions_retrieve")
     def get(self, request, id):  # noqa: A002 - the house names path ids {id}
         return Response(_detail(_session(request, id)))
 
@@ -103,7 +193,8 @@ class SessionDetailView(APIView):
 class SessionMessagesView(APIView):
     staff_permissions = {"GET": VIEW, "POST": RUN}
 
-    @extend_schema(parameters=[MessagesQuerySerializer], summary="A session's messages, in order")
+    @extend_schema(parameters=[MessagesQuerySerializer], summary="A session's messages, in order",
+                   responses={200: MessageListSerializer})
     def get(self, request, id):  # noqa: A002 - the house names path ids {id}
         query = validated_query(MessagesQuerySerializer, request)
         session = _session(request, id)
@@ -111,7 +202,8 @@ class SessionMessagesView(APIView):
         return Response({"results": [svc.message_as_dict(m) for m in rows]})
 
     @extend_schema(request=MessagePostSerializer, summary="Send a message; with wait, answer with the reply",
-                   responses={200: dict, 202: dict, **error_responses({409: "the session is archived"})})
+                   responses={200: MessagePostedSerializer, 202: MessagePostedSerializer,
+                              **error_responses({409: "the session is archived"})})
     def post(self, request, id):  # noqa: A002
         data = validated(MessagePostSerializer, request.data)
         session = _session(request, id)
@@ -132,7 +224,7 @@ class SessionCancelView(APIView):
     staff_permissions = {"POST": RUN}
 
     @extend_schema(request=None, summary="Cancel a session (its model request, tool call and subagents stop)",
-                   responses={200: dict})
+                   responses={200: SessionSerializer})
     def post(self, request, id):  # noqa: A002
         session = svc.session_cancel(session=_session(request, id), actor=_caller(request))
         return Response(svc.session_as_dict(session))

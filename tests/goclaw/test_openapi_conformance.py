@@ -171,9 +171,10 @@ def staff_schema(fuzz_agent, staff_user):
     client = Client()
     client.force_login(staff_user)
     # Staff must name the agent they act as, a rule per credential that a parameter schema cannot state: the
-    # catalog and execute document it as a 400 (agent_required), so a schema-valid staff request may get it.
+    # catalog, execute and session creation document it as a 400 (agent_required), so a schema-valid staff
+    # request may get it.
     named_agent = {"checks": {"positive_data_acceptance": {"expected-statuses": ["2xx", "400", "401", "403", "404", "409"]}},
-                   "include-path": ["/api/v1/tools", "/api/v1/tools/execute"]}
+                   "include-path": ["/api/v1/tools", "/api/v1/tools/execute", "/api/v1/sessions"]}
     # A custom tool's template may only name declared parameters, its agent must exist, its schema must be a valid
     # JSON Schema: rules across fields (and rows) that no request schema can state, answered 400 / 409.
     custom_tools = {"checks": {"positive_data_acceptance": {"expected-statuses": ["2xx", "400", "401", "403", "404", "409"]}},
