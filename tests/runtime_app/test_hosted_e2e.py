@@ -1,8 +1,10 @@
-"""A hosted agent end to end under `manage.py up` (real gunicorn, worker, runner, embedded PostgreSQL) and a local
+"""A hosted agent end to end under `manage.py up` (real web server, worker, runner, embedded PostgreSQL) and a local
 OpenAI-compatible server: a message starts a run, a tool call parks on an approval, `up` is restarted while it waits,
-the decision resumes it in the new runner, the spawned subagent is refused a leaf-denied tool, the run completes."""
+a person approves it from the console's session timeline in a real browser, the run resumes in the new runner, the
+spawned subagent is refused a leaf-denied tool, and the open pages (timeline and list) follow it all live."""
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 
@@ -13,6 +15,8 @@ from tests.runtime_app.llm_server import LLMServer, call, text
 from tests.servers import UpProcess, free_port, manage, up_env
 
 pytestmark = pytest.mark.slow
+CONSOLE = "/admin/console/sessions/"
+HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)>'
 
 
 def _shell(env: dict, code: str) -> str:
@@ -34,7 +38,9 @@ def _until(base: str, token: str, sid: str, wanted: str, timeout: float = 120) -
 
 
 def test_a_hosted_run_parks_survives_a_restart_of_up_and_resumes_after_the_decision(tmp_path: Path):
-    env = up_env(tmp_path / "var", GOCLAW_WEB_WORKERS="1", GOCLAW_Q_WORKERS="1", GOCLAW_RUNTIME_THREADS="2")
+    password = "hosted-e2e-admin-pw-1"
+    env = up_env(tmp_path / "var", GOCLAW_WEB_WORKERS="1", GOCLAW_Q_WORKERS="1", GOCLAW_RUNTIME_THREADS="2",
+                 GOCLAW_ADMIN_PASSWORD=password)
     port, ws_port = free_port(), free_port()
     with LLMServer() as llm:
         # the parent asks to run a subagent (spawn is not read-only: a cautious agent asks a person first); the
@@ -51,7 +57,7 @@ def test_a_hosted_run_parks_survives_a_restart_of_up_and_resumes_after_the_decis
                         f"base_url='{llm.url}/v1', model='m', allow_private_network=True)); "
                         "Agent.objects.filter(key='hosted').update(provider='local', model='m', mode='cautious'); print('ok')")
             token = manage(env, "issue_token", "hosted").strip()
-            created = httpx.post(f"{up.base}/api/v1/sessions", json={"user_id": "u", "message": "go"},
+            created = httpx.post(f"{up.base}/api/v1/sessions", json={"user_id": "u", "message": f"go {HOSTILE}"},
                                  headers={"Authorization": f"Bearer {token}"})
             assert created.status_code == 201, created.text
             sid = created.json()["id"]
@@ -63,10 +69,10 @@ def test_a_hosted_run_parks_survives_a_restart_of_up_and_resumes_after_the_decis
         try:
             up.wait_healthy()
             assert _session(up.base, token, sid)["status"] == "waiting_approval"  # nothing ran meanwhile
-            _shell(env, "from tools_app.services.approvals import approval_decide; "
-                        f"approval_decide(approval_id='{parked['waiting_approval']}', decision='allow_once', actor=None); "
-                        "print('ok')")
+            _approve_in_the_browser(up, sid, password)
             done = _until(up.base, token, sid, "completed")
+            assert _shell(env, "from tools_app.models import ApprovalRequest; print(ApprovalRequest.objects.get("
+                               f"pk='{parked['waiting_approval']}').decision)") == "allow_once"
             assert len(done["children"]) == 1 and done["children"][0]["status"] == "completed"
             child = done["children"][0]["id"]
             rows = httpx.get(f"{up.base}/api/v1/sessions/{child}/messages",
@@ -82,3 +88,48 @@ def test_a_hosted_run_parks_survives_a_restart_of_up_and_resumes_after_the_decis
             assert parent_rows[-1]["content"] == "all done"
         finally:
             assert up.stop() == 0
+
+
+def _approve_in_the_browser(up: UpProcess, sid: str, password: str) -> None:
+    """The admin opens the sessions list and the parked session's timeline (both live), approves the call on the
+    timeline, and both pages follow the resumed run without a reload."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=shutil.which("chromium"),
+                                    args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        try:
+            people = browser.new_context()  # one login for both pages
+            listing = people.new_page()
+            listing.goto(up.base + "/admin/login/")
+            listing.fill("#id_username", "admin")
+            listing.fill("#id_password", password)
+            listing.click("input[type=submit]")
+            listing.wait_for_selector("#goclaw-console-links")
+            listing.goto(f"{up.base}{CONSOLE}?user_id=u")
+            row = f'tr[data-id="{sid}"] [data-field="status"]'
+            assert listing.locator(row).inner_text() == "waiting_approval"
+            _live(listing)
+
+            timeline = people.new_page()
+            timeline.goto(f"{up.base}{CONSOLE}{sid}/")
+            _live(timeline)
+            assert HOSTILE in timeline.locator("#message-1 pre.content").inner_text()  # shown as text
+            assert timeline.locator("#session-messages script").count() == 0
+            assert "spawn" in timeline.locator("#session-approval-summary").inner_text()
+            timeline.click("#session-approve")
+            timeline.wait_for_selector(".messagelist", timeout=15000)
+            # no reload from here: the resumed run's messages, status and sub-session arrive over the WebSocket
+            timeline.wait_for_function("document.getElementById('session-status').textContent === 'completed'",
+                                       timeout=60000)
+            assert "all done" in timeline.locator("#session-messages").inner_text()
+            assert timeline.locator("#session-tree a").count() >= 1  # the subagent, linked
+            # (the list re-reads its rows on some events: the row may be absent for a moment)
+            listing.wait_for_function(f"(document.querySelector('{row}') || {{}}).textContent === 'completed'",
+                                      timeout=30000)
+        finally:
+            browser.close()
+
+
+def _live(page) -> None:
+    page.wait_for_function("document.getElementById('ws-status').textContent === 'live'", timeout=15000)
