@@ -17,6 +17,16 @@ class RuntimeAppConfig(AppConfig):
         websocket_staff_group_register(r"agent\.[a-z0-9_-]{1,64}", permission=view)
         schedule_register("runtime subagent archive", "runtime_app.tasks.archive_subagents", "* * * * *")
         tools.register()  # the sessions group: sessions_list, sessions_history, sessions_send, session_status, spawn
+        # evaluate_loop; delegations to hosted agents run as their sessions, judged by the source's quality gates
+        from runtime_app import delegation, evaluate
+
+        evaluate.register()
+        delegation.register()
+        # hosted teammates: woken by their tasks and mailbox, handed conversations, stopped from the board
+        from runtime_app import teamwork
+
+        teamwork.register()
+        schedule_register("team members stuck sweep", "runtime_app.tasks.team_members_stuck_sweep", "* * * * *")
 
         # providers' API keys are sealed to their rows: rotate_encryption_key re-seals them (docs/secrets.md)
         from goclaw.secrets import encrypted_field_register

@@ -289,9 +289,9 @@ def session_advance(session_id, control: RunControl) -> str:
         if pending:
             step = _tool_step(state, pending[0], control)
         elif not needs_model_turn(state.messages):
-            svc.run_end(session_id=session.pk, owner=control.owner, status=S.COMPLETED,
-                        result=state.messages[-1].content if state.messages else "")
-            return "completed"
+            ended = svc.run_end(session_id=session.pk, owner=control.owner, status=S.COMPLETED,
+                                result=state.messages[-1].content if state.messages else "")
+            return "completed" if ended is not None else "lost"  # lost: a message came in meanwhile (requeued)
         elif session.iterations >= session.max_iterations:
             svc.run_end(session_id=session.pk, owner=control.owner, status=S.FAILED, end_reason="max_iterations",
                         error=f"stopped after {session.max_iterations} model turns without a final answer "

@@ -13,7 +13,7 @@ from typing import Any
 from django.conf import settings
 from django.db import close_old_connections, connection
 
-from runtime_app.choices import ACTIVE_STATUSES
+from runtime_app.choices import ACTIVE_STATUSES, SessionStatus
 from runtime_app.loop import RunControl, session_advance
 from runtime_app.models import Session
 from runtime_app.services import sessions as svc
@@ -21,6 +21,7 @@ from runtime_app.services import sessions as svc
 logger = logging.getLogger("goclaw.runtime")
 
 POLL_SECONDS = 0.1
+STOPPED = (SessionStatus.CANCELLED, SessionStatus.ARCHIVED)
 RENEW_SECONDS = svc.LEASE_SECONDS / 3
 
 
@@ -103,17 +104,22 @@ class Runner:
             self._pool.submit(self._work, session_id, control)
 
     def _watch(self) -> None:
-        """Stop the runs whose session is no longer active or no longer leased to its run (cancelled, taken over),
-        the runner's own and the synchronous subagents this process drives."""
+        """Stop the runs whose session was cancelled (or archived) or is now leased to someone else: the runner's own
+        and the synchronous runs this process drives. A session that ended by itself needs no stop (and a caller
+        may pass the same cancel event to its next synchronous run)."""
         with self._lock:
             runs = {session_id: (self.owner, control.cancel) for session_id, control in self._runs.items()}
         runs.update(svc.held_leases())
         if not runs:
             return
-        keep = set(Session.objects.filter(pk__in=list(runs), status__in=ACTIVE_STATUSES)
-                   .values_list("pk", "lease_owner"))
-        for session_id, (owner, cancel) in runs.items():
-            if (session_id, owner) not in keep:
+        rows = Session.objects.filter(pk__in=list(runs)).values_list("pk", "status", "lease_owner")
+        stop = {pk for pk, status, owner in rows
+                if status in STOPPED or (status in ACTIVE_STATUSES and owner != runs[pk][0])}
+        stop |= set(runs) - {pk for pk, _, _ in rows}  # deleted
+        held = svc.held_leases()
+        for session_id in stop:
+            owner, cancel = runs[session_id]
+            if session_id in self._runs or held.get(session_id, (None, None))[1] is cancel:
                 cancel.set()
 
     def _renew(self) -> None:

@@ -56,6 +56,7 @@ class TeamEventType(models.TextChoices):
     RELEASED = "released"  # an expired lock returned the task to pending
     ASKED_USER = "asked_user"
     ANSWERED = "answered"
+    STOPPED = "stopped"  # a person stopped a member's hosted run from the board
 
 
 class MessageKind(models.TextChoices):

@@ -85,6 +85,9 @@ class TeamTask(models.Model):
     user_id = models.CharField(max_length=255, blank=True)
     channel = models.CharField(max_length=64, blank=True)
     chat_id = models.CharField(max_length=255, blank=True)
+    session_key = models.CharField(max_length=255, blank=True,
+                                   help_text="the session of the agent that created or last assigned it (a hosted "
+                                             "lead's: its teammates' results are told there)")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     completed_at = models.DateTimeField(null=True, blank=True)
@@ -197,6 +200,9 @@ class TeamMessage(models.Model):
     kind = models.CharField(max_length=16, choices=MessageKind.choices, default=MessageKind.DIRECT)
     text = models.TextField()
     task = models.ForeignKey(TeamTask, null=True, blank=True, on_delete=models.SET_NULL, related_name="messages")
+    session_key = models.CharField(max_length=255, blank=True,
+                                   help_text="the sender's session (a hosted agent's: a teammate woken by the message "
+                                             "reports back there)")
     created_at = models.DateTimeField(auto_now_add=True)
     read_at = models.DateTimeField(null=True, blank=True)
 

@@ -237,7 +237,7 @@ class TeamTasksTool(Tool):
         labels = labels_of(ctx)
         task = _call(svc.task_create, actor=actor, team=team, subject=subject, description=description,
                      priority=priority, assignee=assignee, blocked_by=blocked_by, user_id=labels.user_id,
-                     channel=labels.channel, chat_id=labels.chat_id)
+                     channel=labels.channel, chat_id=labels.chat_id, session_key=ctx.session_key)
         if task.status == "blocked":
             waits = sorted(t.identifier for t in task.blocked_by.all())
             until = f"{waits[0]} completes" if len(waits) == 1 else f"{', '.join(waits)} complete"
@@ -327,7 +327,7 @@ class TeamTasksTool(Tool):
     def _assign(self, ctx, agent, actor, team, args) -> ToolResult:
         task = _call(_task, team=team, args=args, action="assign")
         assignee = _teammate(team, _text(args, "assignee", 64, required="assign"), "assignee")
-        task = _call(svc.task_assign, actor=actor, task=task, assignee=assignee)
+        task = _call(svc.task_assign, actor=actor, task=task, assignee=assignee, session_key=ctx.session_key)
         return self._done("assign", task, f"Assigned {_quoted(task)} to {assignee.key}, who claims it to start.")
 
     def _review(self, ctx, agent, actor, team, args) -> ToolResult:
@@ -475,13 +475,13 @@ class TeamMessageTool(Tool):
         team = _call(_team, agent=agent, args=args)
         text = _text(args, "text", TEXT_MAX, required=action)
         if action == "broadcast":
-            sent = _call(mailbox.message_broadcast, actor=actor, team=team, text=text)
+            sent = _call(mailbox.message_broadcast, actor=actor, team=team, text=text, session_key=ctx.session_key)
             return _answer({"ok": True, "action": "broadcast", "team": team.name, "count": len(sent),
                             "message": f"Sent to {len(sent)} teammate{'s' if len(sent) != 1 else ''} of team "
                                        f"{team.name}."})
         to = _teammate(team, _text(args, "to", 64, required="send"), "recipient")
         task = _call(_task, team=team, args=args, action="send", required=False)
-        _call(mailbox.message_send, actor=actor, team=team, to=to, text=text, task=task)
+        _call(mailbox.message_send, actor=actor, team=team, to=to, text=text, task=task, session_key=ctx.session_key)
         about = f" about {task.identifier}" if task is not None else ""
         return _answer({"ok": True, "action": "send", "team": team.name, "to": to.key,
                         "message": f"Sent to {to.key}{about}; they see it when they read their messages."})

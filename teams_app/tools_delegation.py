@@ -3,7 +3,10 @@
 service's error becomes the tool's error result with the service's message."""
 from __future__ import annotations
 
+import time
 from typing import Any, Iterable
+
+from django.db import transaction
 
 from goclaw.errors import ApplicationError
 from teams_app.actors import Actor
@@ -22,6 +25,8 @@ GROUP = "delegation"
 SOURCE_NAME = "delegation"
 LIST_MAX = 50
 PREVIEW_CHARS = 300
+SYNC_WAIT_SECONDS = 300.0  # mode sync: how long `delegate` waits for the result before answering "still running"
+SYNC_POLL_SECONDS = 0.2
 
 
 def _caller(ctx: ToolContext) -> Agent:
@@ -110,8 +115,9 @@ class DelegateTool(Tool):
     name = "delegate"
     description = (
         "Delegate work to another agent and follow it up. Actions: "
-        '"delegate" {"agent": "<key>", "task": "<what to do>", "team"?: "<name>"} starts a delegation D-n '
-        "(to a team lead it becomes a task on its team's board); "
+        '"delegate" {"agent": "<key>", "task": "<what to do>", "team"?: "<name>", "mode"?: "async" | "sync"} '
+        "starts a delegation D-n (to a team lead it becomes a task on its team's board); mode async (default) "
+        "returns at once, sync waits for the result (up to 5 minutes) and returns it; "
         '"list": your running delegations, outgoing and incoming; "status" {"id": "D-n"}: one delegation and its '
         'result; "complete" {"id", "result"} / "fail" {"id", "result"}: answer a delegation made to you; '
         '"cancel" {"id"}: withdraw one you made; "search" {"query"}: find agents you can delegate to.'
@@ -124,6 +130,8 @@ class DelegateTool(Tool):
             "agent": {"type": "string", "minLength": 1, "maxLength": 64},
             "task": {"type": "string", "minLength": 1, "maxLength": delegation_svc.REQUEST_MAX},
             "team": {"type": ["string", "integer"]},
+            "mode": {"type": "string", "enum": ["async", "sync"], "default": "async",
+                     "description": "delegate: async returns at once; sync waits for the result and returns it"},
             "id": {"type": ["string", "integer"], "description": "a delegation id, D-12"},
             "result": {"type": "string", "maxLength": delegation_svc.RESULT_MAX},
             "reason": {"type": "string", "maxLength": 2000},
@@ -148,16 +156,43 @@ class DelegateTool(Tool):
 
     def _delegate(self, ctx: ToolContext, agent: Agent, args: dict[str, Any]) -> ToolResult:
         target = _agent_named(args.get("agent"))
+        mode = args.get("mode", "async")
+        if mode not in ("async", "sync"):
+            raise ToolError("mode must be async or sync")
+        # Waiting inside the caller's transaction would be in vain: the work is announced only when it commits.
+        wait = mode == "sync" and not transaction.get_connection().in_atomic_block
         delegation = _run_service(
             delegation_svc.delegation_create, source=agent, target=target, request=_text(args, "task", required=True),
             user_id=ctx.user_id, session_key=ctx.session_key, channel=ctx.channel, chat_id=ctx.chat_id,
-            team=args.get("team"))
+            team=args.get("team"), wait=wait)
         ident = delegation_identifier(delegation)
         follow = f'Follow it with {{"action": "status", "id": "{ident}"}}; the result comes back there.'
+        if wait:
+            return self._wait(ctx, agent, delegation, follow)
         if delegation.task is not None:
             return ToolResult(for_llm=f"Delegated {ident} to {target.key}: it is task {delegation.task.identifier} on "
                                       f"team {delegation.task.team.name}'s board. {follow}")
         return ToolResult(for_llm=f"Delegated {ident} to {target.key} (running). {follow}")
+
+    def _wait(self, ctx: ToolContext, agent: Agent, delegation: Any, follow: str) -> ToolResult:
+        """Mode sync: poll the delegation until it finishes, the caller gives up (its cancel), or SYNC_WAIT_SECONDS
+        pass. An inline tool: the pipeline does not stop it, so it watches the caller's own cancel event too."""
+        ident, target = delegation_identifier(delegation), delegation.target.key
+        deadline = time.monotonic() + SYNC_WAIT_SECONDS
+        while True:
+            d = _run_service(delegation_get_for_agent, agent=agent, ref=delegation.pk)
+            if d.status != DelegationStatus.RUNNING:
+                break
+            if time.monotonic() >= deadline:
+                return ToolResult(for_llm=f"Delegated {ident} to {target}; it is still running after "
+                                          f"{SYNC_WAIT_SECONDS:g} s. {follow}")
+            stopped = ctx.cancel.wait(SYNC_POLL_SECONDS) or (ctx.caller_cancel is not None
+                                                             and ctx.caller_cancel.is_set())
+            if stopped:
+                return ToolResult(for_llm=f"Stopped waiting for {ident} (still running). {follow}", is_error=True)
+        if d.status == DelegationStatus.COMPLETED:
+            return ToolResult(for_llm=f"{ident} completed by {target}:\n{d.result}")
+        return ToolResult(for_llm=f"{ident} {d.status}: {d.result or '(no reason given)'}", is_error=True)
 
     def _list(self, ctx: ToolContext, agent: Agent, args: dict[str, Any]) -> ToolResult:
         rows = list(delegations_for_agent(agent, status=DelegationStatus.RUNNING)[:LIST_MAX])

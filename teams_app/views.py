@@ -24,6 +24,8 @@ from teams_app.errors import TaskNotFound
 from teams_app.models import TaskDependency, Team, TeamMember, TeamTask
 from teams_app.selectors import TASK_LIST_MAX, task_get, task_list, task_list_finished
 from teams_app.services import tasks as task_services
+from teams_app.services.members import member_stop_request
+from teams_app.work import member_activity
 
 TERMINAL_LIMIT = 50  # latest cards shown per terminal column
 ACTIVE_LIMIT = TASK_LIST_MAX  # active cards on one page; a board that full is read with the filters
@@ -33,6 +35,7 @@ COLUMNS = [TaskStatus.PENDING, TaskStatus.IN_PROGRESS, TaskStatus.BLOCKED, TaskS
            TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED]
 VIEW_PERMISSION = "teams_app.view_teamtask"
 CHANGE_PERMISSION = "teams_app.change_teamtask"
+STOP_PERMISSION = "runtime_app.run_session"  # stopping a member's hosted run cancels a session (docs/runtime.md)
 
 
 def _context(request: HttpRequest, **extra: Any) -> dict[str, Any]:
@@ -110,6 +113,9 @@ def board(request: HttpRequest, team_id: int) -> HttpResponse:
         return redirect("teams:index")
     filters = BoardFilters.from_request(request)
     members = list(TeamMember.objects.filter(team=team).select_related("agent").order_by("agent__key"))
+    activity = member_activity(team.pk)  # what runs each hosted member now (its team session), if anything
+    for member in members:
+        member.run = activity.get(member.agent_id)
     owner_agent = next((m.agent for m in members if m.agent.key == filters.owner), None)
     if filters.owner and owner_agent is None:
         messages.warning(request, f"{filters.owner} is not a member of {team.name}: showing every owner.")
@@ -126,7 +132,8 @@ def board(request: HttpRequest, team_id: int) -> HttpResponse:
             "terminal_limit": TERMINAL_LIMIT, "task_url": _task_url(team, "T-000"), "placeholder": "T-000"}
     return TemplateResponse(request, "teams_app/board.html", _context(
         request, title=f"Board: {team.name}", team=team, columns=columns, members=members, filters=filters,
-        live=live, truncated=truncated, active_limit=ACTIVE_LIMIT))
+        live=live, truncated=truncated, active_limit=ACTIVE_LIMIT,
+        can_stop=person_may(request.user, VIEW_PERMISSION, STOP_PERMISSION)))
 
 
 @person_required(VIEW_PERMISSION)
@@ -225,3 +232,23 @@ def task_action(request: HttpRequest, team_id: int, identifier: str, action: str
     except ApplicationError as exc:
         messages.error(request, exc.message)
     return redirect(back)
+
+
+@person_required(VIEW_PERMISSION, STOP_PERMISSION)
+@require_POST
+def member_stop(request: HttpRequest, team_id: int, agent_key: str) -> HttpResponse:
+    """Stop the hosted run working for a member (the runtime cancels its team session); back to the board."""
+    team = _team_or_none(team_id)
+    if team is None:
+        messages.error(request, f"There is no team {team_id}.")
+        return redirect("teams:index")
+    member = TeamMember.objects.filter(team=team, agent__key=agent_key).select_related("agent").first()
+    if member is None:
+        messages.error(request, f"{agent_key} is not a member of {team.name}.")
+        return redirect(_board_url(team))
+    try:
+        member_stop_request(actor=Actor.for_user(request.user), team=team, agent=member.agent)
+        messages.success(request, f"Stopped the run working for {member.agent.key}.")
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+    return redirect(_board_url(team))

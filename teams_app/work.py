@@ -19,6 +19,7 @@ EVENTS = {
     "task.assigned": ("task_id",),
     "message.sent": ("message_id",),
     "handoff.set": ("route_id",),
+    "member.stop_requested": ("team_id", "agent_id", "actor"),  # a person pressed Stop on the board (actor: label)
 }
 _subscribers: dict[str, list[Callable[..., None]]] = {}
 _lock = threading.Lock()
@@ -50,3 +51,28 @@ def _call(event: str, handler: Callable[..., None], ids: dict[str, Any]) -> None
         handler(**ids)
     except Exception:
         logger.exception("work event %s: subscriber %s failed", event, getattr(handler, "__qualname__", handler))
+
+
+# --- what runs each member's work now (the board's member panel) ---------------------------------------------------
+_activity: list[Callable[[int], dict[int, dict[str, Any]]]] = []
+
+
+def member_activity_register(provider: Callable[[int], dict[int, dict[str, Any]]]) -> None:
+    """`provider(team_id)` answers, by agent id, the run working for that member now: {"session", "status",
+    "idle_minutes", "stuck"} (the runtime registers one from its AppConfig.ready())."""
+    with _lock:
+        if provider not in _activity:
+            _activity.append(provider)
+
+
+def member_activity(team_id: int) -> dict[int, dict[str, Any]]:
+    """The members of `team_id` that something runs right now, by agent id ({} when nothing runs agents)."""
+    with _lock:
+        providers = list(_activity)
+    found: dict[int, dict[str, Any]] = {}
+    for provider in providers:
+        try:
+            found.update(provider(team_id))
+        except Exception:
+            logger.exception("member activity provider %s failed", getattr(provider, "__qualname__", provider))
+    return found

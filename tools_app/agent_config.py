@@ -13,6 +13,25 @@ def _int(minimum: int, maximum: int, description: str) -> dict[str, Any]:
     return {"type": "integer", "minimum": minimum, "maximum": maximum, "description": description}
 
 
+_QUALITY_GATE: dict[str, Any] = {
+    "type": "object", "additionalProperties": False, "required": ["event", "type"],
+    "properties": {
+        "event": {"enum": ["delegation.completed"], "description": "when the gate runs"},
+        "type": {"enum": ["command", "agent"]},
+        "command": {"type": "string", "minLength": 1, "maxLength": 10_000,
+                    "description": "type command: run in this agent's sandbox with the result on stdin; exit 0 passes, "
+                                   "stderr is the feedback"},
+        "agent": {"type": "string", "minLength": 1, "maxLength": 64,
+                  "description": "type agent: the key of a hosted reviewer agent answering APPROVED or REJECTED: …"},
+        "criteria": {"type": "string", "minLength": 1, "maxLength": 10_000,
+                     "description": "type agent: what the reviewer checks (default: the result does what was asked)"},
+        "block_on_failure": {"type": "boolean", "description": "a failing result is revised, then refused (default "
+                                                               "true); false: it passes with a note"},
+        "max_retries": _int(0, 5, "revisions the target gets after a failure (default 1)"),
+    },
+    "allOf": [{"if": {"properties": {"type": {"const": "command"}}}, "then": {"required": ["command"]}},
+              {"if": {"properties": {"type": {"const": "agent"}}}, "then": {"required": ["agent"]}}],
+}
 _NAME_LIST = {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 200}, "uniqueItems": True}
 AGENT_CONFIG_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -53,6 +72,8 @@ AGENT_CONFIG_SCHEMA: dict[str, Any] = {
             "max_retries": _int(0, 10, "failed model requests a subagent survives (default 2)"),
             "max_iterations": _int(1, 200, "model turns per subagent run (default 20)"),
         }},
+        # Quality gates (docs/runtime.md): checks a delegation's result must pass before it reaches this agent.
+        "quality_gates": {"type": "array", "maxItems": 10, "items": _QUALITY_GATE},
     },
 }
 _validator = jsonschema.Draft202012Validator(AGENT_CONFIG_SCHEMA)

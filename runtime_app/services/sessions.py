@@ -329,9 +329,14 @@ def session_archive(session: Session) -> None:
 
 @transaction.atomic
 def run_end(*, session_id, owner: str, status: str, end_reason: str = "", error: str = "", result: str = "") -> Session | None:
-    """The run is over: completed (its last reply is the result), failed (why), or stopped at the iteration limit."""
+    """The run is over: completed (its last reply is the result), failed (why), or stopped at the iteration limit.
+    Not completed when a message or an announcement arrived after the final reply (between its write and now): the
+    session stays running, its lease given back, and a runner answers it. None then, or when the run lost it."""
     session = _owned(session_id, owner)
     if session is None:
+        return None
+    if status == S.COMPLETED and _unanswered(session):
+        Session.objects.filter(pk=session.pk).update(lease_owner="", lease_until=None, updated_at=timezone.now())
         return None
     session.status, session.end_reason = status, end_reason[:40]
     session.error = echo(error, ERROR_MAX_CHARS) if error else ""
@@ -342,6 +347,13 @@ def run_end(*, session_id, owner: str, status: str, end_reason: str = "", error:
     publish_status(session)
     _on_end(session)
     return session
+
+
+def _unanswered(session: Session) -> bool:
+    """Did a message or an announcement arrive after the model's last reply?"""
+    replied = SessionMessage.objects.filter(session=session, role=MessageRole.ASSISTANT).aggregate(m=Max("seq"))["m"]
+    return SessionMessage.objects.filter(session=session, seq__gt=replied or 0,
+                                         role__in=[MessageRole.USER, MessageRole.ANNOUNCE]).exists()
 
 
 @transaction.atomic
@@ -436,21 +448,30 @@ def _call_end_handler(handler: Callable[[Any], None], session_id: Any) -> None:
 
 
 def _announce(session: Session) -> None:
-    """A subagent that ended tells its parent (unless the parent waited for it synchronously, or it was steered or
-    cancelled with its parent): an `announce` message on the parent, which then runs again to read it. Several
-    announcements that arrive before the parent's next turn reach the model as one message."""
+    """A child that ended tells its parent (unless the parent waited for it synchronously, or it was steered or
+    cancelled with its parent, or its origin announces by itself): an `announce` message on the parent, which then
+    runs again to read it. Several announcements that arrive before the parent's next turn reach the model as one
+    message."""
     if session.parent_id is None or session.sync or session.announced:
         return
     if not Session.objects.filter(pk=session.pk, announced=False).update(announced=True):
         return
-    parent = _locked(session.parent_id)
-    if parent.status == S.ARCHIVED or parent.status == S.CANCELLED:
-        return
     body = session.result if session.status == S.COMPLETED else (session.error or session.end_reason)
+    session_announce(parent_id=session.parent_id, heading=announce_heading(session), body=body, child=session)
+
+
+def session_announce(*, parent_id, heading: str, body: str, child: Session | None = None) -> SessionMessage | None:
+    """Tell a session something another run finished (a child's result, a delegation's outcome): an `announce`
+    message under `heading`, and the session runs again to read it. A cancelled or archived session is left alone.
+    The caller's transaction holds the parent's row lock from here."""
+    parent = _locked(parent_id)
+    if parent.status in (S.ARCHIVED, S.CANCELLED):
+        return None
     if len(body) > ANNOUNCE_MAX_CHARS:
         body = body[:ANNOUNCE_MAX_CHARS] + "\n[... cut]"
-    message_append(parent, role=MessageRole.ANNOUNCE, content=f"{announce_heading(session)}\n{body}", child=session)
+    message = message_append(parent, role=MessageRole.ANNOUNCE, content=f"{heading}\n{body}", child=child)
     if parent.status not in ACTIVE_STATUSES:
         parent.status, parent.iterations, parent.end_reason, parent.error, parent.ended_at = S.RUNNING, 0, "", "", None
         parent.save(update_fields=["status", "iterations", "end_reason", "error", "ended_at", "updated_at"])
         publish_status(parent)
+    return message

@@ -93,6 +93,12 @@ def clean_int(field: str, value: Any, low: int, high: int, *, error: type = Task
     return value
 
 
+def clean_session_key(value: Any) -> str:
+    """A caller's session key as its call context gave it, to store: only ever matched against that agent's own
+    sessions (an external agent writes its call context itself), so it is kept, not judged."""
+    return value[:255].replace("\x00", "") if isinstance(value, str) else ""
+
+
 def actor_label(actor: Any) -> str:
     return str(actor) if actor is not None else "system"
 

@@ -4,6 +4,7 @@ row locks: GoClaw stored max_concurrent and never enforced it). Delegating to a 
 lead's board as a task; when the task finishes, `delegation_task_finished` hands its result back to the source."""
 from __future__ import annotations
 
+import threading
 from typing import Any, Iterable
 
 from django.db import IntegrityError, connection, transaction
@@ -17,6 +18,7 @@ from teams_app.errors import AgentAtCapacity, DelegationNotAllowed
 from teams_app.models import AgentLink, Delegation, Team, TeamTask
 from teams_app.selectors_delegation import (delegation_as_dict, delegation_identifier, governing_link,
                                             link_allows_user, links_between, max_delegation_load, teams_led_by)
+from teams_app.work import work_announce
 from tools_app.labels import label
 from tools_app.models import Agent
 
@@ -142,12 +144,32 @@ def _subject(request: str) -> str:
     return first[:SUBJECT_MAX] or "Delegated work"
 
 
+# Delegations whose source waits for the result (`delegate` mode sync), from their creation until the commit that
+# announces them: whatever runs the target (the runtime's subscriber, called in this process right after that commit)
+# asks `delegation_awaited` so that the result is handed to the waiting caller only, not also told to its session.
+_awaited: set[int] = set()
+_awaited_lock = threading.Lock()
+
+
+def delegation_awaited(delegation_id: int) -> bool:
+    """Does the source of this just-created delegation wait for its result (mode sync)? Answered to the subscribers
+    of `delegation.requested` while they run."""
+    with _awaited_lock:
+        return delegation_id in _awaited
+
+
+def _awaited_done(delegation_id: int) -> None:
+    with _awaited_lock:
+        _awaited.discard(delegation_id)
+
+
 @transaction.atomic
 def delegation_create(*, source: Agent, target: Agent, request: str, user_id: str = "", session_key: str = "",
-                      channel: str = "", chat_id: str = "", team: Any = None) -> Delegation:
+                      channel: str = "", chat_id: str = "", team: Any = None, wait: bool = False) -> Delegation:
     """`source` hands `request` to `target`: allowed by the governing link for `user_id`, within the link's
     max_concurrent and the target's max_delegation_load (the link row and the target row are locked before
-    counting, so concurrent calls never exceed either). To a team lead, the request becomes a task on its board."""
+    counting, so concurrent calls never exceed either). To a team lead, the request becomes a task on its board.
+    `wait`: the caller waits for the result (`delegation_awaited`). Announced as work after commit."""
     if not isinstance(request, str) or not request.strip():
         raise DelegationInvalid("task must say what to do (a non-empty text).")
     if len(request) > REQUEST_MAX or "\x00" in request:
@@ -193,6 +215,12 @@ def delegation_create(*, source: Agent, target: Agent, request: str, user_id: st
             user_id=label(user_id, USER_ID_MAX), channel=label(channel, 64), chat_id=label(chat_id, 255))
         Delegation.objects.filter(pk=delegation.pk).update(task=delegation.task)
     _publish("delegation.requested", delegation, Actor.for_agent(source))
+    if wait:
+        with _awaited_lock:
+            _awaited.add(delegation.pk)
+    work_announce("delegation.requested", delegation_id=delegation.pk)
+    if wait:  # after the subscribers (on_commit callbacks run in order)
+        transaction.on_commit(lambda pk=delegation.pk: _awaited_done(pk))
     return delegation
 
 
@@ -208,6 +236,7 @@ def _finish(*, delegation: Delegation, status: str, result: str, actor: Actor) -
                                  "it cannot change any more.")
     delegation.status, delegation.result, delegation.finished_at = status, result, now
     _publish(f"delegation.{status}", delegation, actor)
+    work_announce("delegation.finished", delegation_id=delegation.pk)
     return delegation
 
 
@@ -284,6 +313,7 @@ def delegation_task_finished(task: Any) -> None:
     delegation = Delegation.objects.select_related("source", "target", "task").get(pk=pk)
     _publish(f"delegation.{status}", delegation, Actor.system(f"task:{delegation.task.identifier}"),
              groups=(delegation.source.key, delegation.target.key))
+    work_announce("delegation.finished", delegation_id=pk)
 
 
 def _task_reason(task_id: int, status: str) -> str:

@@ -15,6 +15,7 @@ from teams_app.actors import Actor
 from teams_app.errors import DelegationNotAllowed, HandoffInvalid
 from teams_app.models import HandoffRoute
 from teams_app.selectors_delegation import agent_link_for, handoff_route_active, handoff_route_as_dict, link_allows_user
+from teams_app.work import work_announce
 from tools_app.models import Agent
 
 CHANNEL_MAX = 64
@@ -55,7 +56,8 @@ def _may_change(actor: Actor, route: HandoffRoute | None) -> bool:
 def handoff_set(*, actor: Actor, source: Agent, target: Agent, channel: str, chat_id: str, reason: str = "",
                 user_id: str = "", expires_in_minutes: int | None = None) -> HandoffRoute:
     """Route the conversation (channel, chat_id) to `target`, handed over by `source` through an enabled link
-    (either direction when bidirectional) that allows `user_id`. Replaces the conversation's route."""
+    (either direction when bidirectional) that allows `user_id`. Replaces the conversation's route. A hosted target
+    is handed the conversation at once (its first message: who handed it over, why, and what was said)."""
     channel, chat_id = _conversation(channel, chat_id)
     if not isinstance(reason, str) or len(reason) > REASON_MAX or "\x00" in reason:
         raise HandoffInvalid(f"The reason must be text of at most {REASON_MAX} characters.")
@@ -90,6 +92,7 @@ def handoff_set(*, actor: Actor, source: Agent, target: Agent, channel: str, cha
     route = HandoffRoute.objects.select_related("target", "source").get(channel=channel, chat_id=chat_id)
     previous = live.target.key if live else ""
     _publish("set", handoff_route_as_dict(route), actor, [source.key, target.key, previous])
+    work_announce("handoff.set", route_id=route.pk)
     return route
 
 

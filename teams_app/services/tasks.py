@@ -32,9 +32,10 @@ from teams_app.errors import (DependencyCycle, TaskConflict, TaskInvalid, TaskNo
 from teams_app.models import (Delegation, Team, TaskAttachment, TaskComment, TaskDependency, TeamEvent, TeamMember,
                               TeamTask, task_identifier)
 from teams_app.selectors import task_as_dict, task_number
-from teams_app.services.common import (ANY_ROLE, clean_int, clean_text, event_data, event_item, event_record,
-                                       member_role, require_role, require_writable)
+from teams_app.services.common import (ANY_ROLE, clean_int, clean_session_key, clean_text, event_data, event_item,
+                                       event_record, member_role, require_role, require_writable)
 from teams_app.services.mailbox import message_system_send
+from teams_app.work import work_announce
 from tools_app.models import Agent
 
 SUBJECT_MAX = 500
@@ -251,6 +252,7 @@ def _unblock_dependents(task: TeamTask, actor: Actor) -> None:
     for dependent in TeamTask.objects.filter(pk__in=ready, status=S.PENDING).select_related(
             "owner", "team", "team__lead").order_by("number"):
         event_record(dependent.team, dependent, TeamEventType.UNBLOCKED, actor, {"by": task.identifier})
+        _announce_assigned(dependent)
 
 
 def _escalate_dependents(task: TeamTask, actor: Actor) -> None:
@@ -268,6 +270,12 @@ def _escalate_dependents(task: TeamTask, actor: Actor) -> None:
         text=(f"{task.identifier} ({task.subject[:100]}) is {_label(task.status)}; {names} "
               f"{'waits for it and stays' if len(waiting) == 1 else 'wait for it and stay'} blocked. Retry {task.identifier}, "
               f"or unblock or cancel the waiting tasks."))
+
+
+def _announce_assigned(task: TeamTask) -> None:
+    """An owned task its owner can claim now: whatever runs agents wakes a hosted owner (after commit)."""
+    if task.owner_id is not None and task.status == S.PENDING:
+        work_announce("task.assigned", task_id=task.pk)
 
 
 def _lock_values(team: Team, now: datetime) -> dict[str, Any]:
@@ -406,9 +414,10 @@ def _complete_fast(actor: Actor, results: list[tuple[TeamTask, str]]) -> list[Te
 @transaction.atomic
 def task_create(*, actor: Actor, team: Team, subject: str, description: str = "", priority: Any = 0,
                 assignee: Any = None, blocked_by: Any = (), user_id: str = "", channel: str = "",
-                chat_id: str = "") -> TeamTask:
+                chat_id: str = "", session_key: str = "") -> TeamTask:
     """Put a task on the board (the lead or a person). Without an assignee it is open for any member to claim; with
-    one it waits (pending) for that member to claim it. Unfinished blockers make it `blocked` until they complete."""
+    one it waits (pending) for that member to claim it, and a hosted assignee is woken. Unfinished blockers make it
+    `blocked` until they complete. `session_key`: the creating lead's session (teammates report back there)."""
     subject = clean_text("subject", subject, SUBJECT_MAX, required=True).strip()
     description = clean_text("description", description, DESCRIPTION_MAX)
     priority = clean_int("priority", priority, -PRIORITY_MAX, PRIORITY_MAX)
@@ -424,10 +433,11 @@ def task_create(*, actor: Actor, team: Team, subject: str, description: str = ""
     task = TeamTask.objects.create(
         team=team, number=number, subject=subject, description=description, priority=priority, owner=assignee,
         status=S.BLOCKED if blockers else S.PENDING, created_by=str(actor), user_id=user_id, channel=channel,
-        chat_id=chat_id)
+        chat_id=chat_id, session_key=clean_session_key(session_key))
     TaskDependency.objects.bulk_create([TaskDependency(task=task, blocker=b) for b in blockers])
     event_record(team, task, TeamEventType.CREATED, actor,
                  {"assignee": assignee.key if assignee else None, "blocked_by": [b.identifier for b in blockers]})
+    _announce_assigned(task)
     return task
 
 
@@ -534,9 +544,10 @@ def task_complete_many(*, actor: Actor, results: list[tuple[TeamTask, Any]]) -> 
 
 
 @transaction.atomic
-def task_assign(*, actor: Actor, task: TeamTask, assignee: Any) -> TeamTask:
-    """The lead (or a person) gives a task to a member, who then claims it. A task in progress goes back to pending
-    for its new owner (the previous owner is told); a blocked task stays blocked."""
+def task_assign(*, actor: Actor, task: TeamTask, assignee: Any, session_key: str = "") -> TeamTask:
+    """The lead (or a person) gives a task to a member, who then claims it (a hosted one is woken). A task in
+    progress goes back to pending for its new owner (the previous owner is told); a blocked task stays blocked.
+    `session_key`: the assigning lead's session, which the new owner reports back to (kept when not given)."""
     task, _ = _open(task, actor, LEAD, "assign tasks")
     team = task.team
     _check_assignee(team, assignee)
@@ -545,9 +556,11 @@ def task_assign(*, actor: Actor, task: TeamTask, assignee: Any) -> TeamTask:
         raise _conflict(task, allowed, "assigned")
     previous = task.owner
     status = S.BLOCKED if task.status == S.BLOCKED else S.PENDING
-    _move(task, allowed, "assigned", status=status, owner=assignee, **NO_LOCK)
+    keys = {"session_key": clean_session_key(session_key)} if session_key else {}
+    _move(task, allowed, "assigned", status=status, owner=assignee, **keys, **NO_LOCK)
     event_record(team, task, TeamEventType.ASSIGNED, actor,
                  {"assignee": assignee.key, "previous": previous.key if previous else None})
+    _announce_assigned(task)
     if previous is not None and previous.pk != assignee.pk:
         message_system_send(team=team, to=previous, task=task, sender="system:board",
                             text=f"{task.identifier} ({task.subject[:100]}) was reassigned to {assignee.key} by "
@@ -859,6 +872,7 @@ def task_retry(*, actor: Actor, task: TeamTask) -> TeamTask:
     _move(task, allowed, "retried", status=status, result="", progress_percent=0, progress_step="",
           completed_at=None, question="", question_asked_at=None, **values, **NO_LOCK)
     event_record(task.team, task, TeamEventType.RETRIED, actor, {"from": previous})
+    _announce_assigned(task)
     return task
 
 
@@ -874,4 +888,5 @@ def task_unblock(*, actor: Actor, task: TeamTask) -> TeamTask:
     _move(task, (S.BLOCKED,), "unblocked", status=S.PENDING)
     event_record(task.team, task, TeamEventType.UNBLOCKED, actor,
                  {"by": "hand", "dropped": [b.identifier for b in dropped]})
+    _announce_assigned(task)
     return task

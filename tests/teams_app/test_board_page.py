@@ -22,8 +22,9 @@ from tests.factories import make_agent
 
 pytestmark = pytest.mark.django_db
 
-# session, user, user + group permissions, team, members, active cards + their blockers, finished cards + theirs
-BOARD_QUERIES = 10
+# session, user, user + group permissions, team, members, the members' hosted runs, active cards + their blockers,
+# finished cards + theirs
+BOARD_QUERIES = 11
 HOSTILE = '<script>window.__pwned = 1</script><img src=x onerror="alert(1)">'
 
 
