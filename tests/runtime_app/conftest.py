@@ -64,3 +64,17 @@ def messages_of(session):
     from runtime_app.models import SessionMessage
 
     return list(SessionMessage.objects.filter(session=session).order_by("seq"))
+
+
+def delegation_finished(delegation, seconds: float = 30):
+    """The delegation once it is no longer running (or after `seconds`)."""
+    import time
+
+    from teams_app.models import Delegation
+
+    deadline = time.monotonic() + seconds
+    while True:
+        current = Delegation.objects.get(pk=delegation.pk)
+        if current.status != "running" or time.monotonic() > deadline:
+            return current
+        time.sleep(0.05)

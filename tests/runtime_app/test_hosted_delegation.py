@@ -13,7 +13,7 @@ from teams_app.actors import Actor
 from teams_app.models import Delegation
 from teams_app.services.delegation import agent_link_create, delegation_cancel, delegation_create
 from tests.factories import make_agent
-from tests.runtime_app.conftest import messages_of, settle
+from tests.runtime_app.conftest import delegation_finished as finished, messages_of, settle
 from tests.runtime_app.llm_server import Reply, call, text
 from tools_app.calls import ToolCall
 from tools_app.pipeline import execute
@@ -26,15 +26,6 @@ def pair(provider, target=None):
     target = target or make_agent(provider=provider.name, model="target")
     agent_link_create(actor=Actor.system("test"), source=source, target=target)
     return source, target
-
-
-def finished(delegation, seconds: float = 30) -> Delegation:
-    deadline = time.monotonic() + seconds
-    while True:
-        current = Delegation.objects.get(pk=delegation.pk)
-        if current.status != "running" or time.monotonic() > deadline:
-            return current
-        time.sleep(0.05)
 
 
 def of_role(session, role):

@@ -4,7 +4,6 @@ failing blocking gate sends the target a revision prompt and judges again, then 
 retries are spent; a non-blocking one lets it pass with a note; a gate's reviewer delegates without gates."""
 from __future__ import annotations
 
-import time
 
 import pytest
 
@@ -15,7 +14,7 @@ from teams_app.actors import Actor
 from teams_app.models import Delegation
 from teams_app.services.delegation import agent_link_create, delegation_create
 from tests.factories import make_agent
-from tests.runtime_app.conftest import messages_of
+from tests.runtime_app.conftest import delegation_finished as finished, messages_of
 from tests.runtime_app.llm_server import call, text
 from tools_app.agent_config import agent_config_validate
 from tools_app.models import ToolInvocation
@@ -37,16 +36,6 @@ def link(source, target):
 def delegate(source, target, request="Check the build."):
     link(source, target)
     return delegation_create(source=source, target=target, request=request, user_id="u")
-
-
-def finished(delegation, seconds: float = 30) -> Delegation:
-    """The delegation once it is no longer running (or after `seconds`)."""
-    deadline = time.monotonic() + seconds
-    while True:
-        current = Delegation.objects.get(pk=delegation.pk)
-        if current.status != "running" or time.monotonic() > deadline:
-            return current
-        time.sleep(0.05)
 
 
 def session_of(delegation) -> Session:
