@@ -3,6 +3,7 @@ is a conditional UPDATE or runs under the session's row lock, so the API, the to
 processes can act on one session at once; events go out after commit (docs/runtime.md)."""
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -12,8 +13,8 @@ from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any, Callable, Iterable, Iterator
 
-from django.db import connection, transaction
-from django.db.models import F, Max, Q
+from django.db import transaction
+from django.db.models import Max, Q
 from django.utils import timezone
 
 from goclaw import events
@@ -137,12 +138,16 @@ def session_create(*, agent: Agent, created_by: str, user_id: Any = "", channel:
     return session
 
 
+def _scrubbed(content: str) -> str:
+    return default_scrubber.scrub(content)[0] if content else content
+
+
 def message_append(session: Session, *, role: str, content: str = "", seq: int | None = None,
                    **fields: Any) -> SessionMessage:
     """Append one message (the caller holds the session's row lock, or owns its lease; `seq` when it knows the next
     one). Its text is scrubbed of credentials first: a session's messages are shown to people and sent to a provider
     again on every turn."""
-    content, _ = default_scrubber.scrub(content) if content else (content, 0)
+    content = _scrubbed(content)
     if seq is None:
         seq = (SessionMessage.objects.filter(session=session).aggregate(m=Max("seq"))["m"] or 0) + 1
     message = SessionMessage.objects.create(session=session, seq=seq, role=role, content=content, **fields)
@@ -246,17 +251,47 @@ def _owned(session_id, owner: str) -> Session | None:
     return session if session.lease_owner == owner and session.status in ACTIVE_STATUSES else None
 
 
-def _run_write(session: Session, owner: str, after_seq: int, **changes: Any) -> list[SessionMessage] | None:
-    """The start of a run's write: one conditional UPDATE that row-locks the session if the run still holds it (else
-    None: cancelled, or another runner took over), then the messages that arrived since `after_seq`."""
-    if not Session.objects.filter(pk=session.pk, lease_owner=owner, status__in=ACTIVE_STATUSES).update(
-            updated_at=timezone.now(), **changes):
+# One statement per write of a run (its round trips are most of a turn's cost outside the model): take the session's
+# row lock if the run still holds it (else nothing happens and no row comes back), read what arrived since the run
+# last looked, and append the new message after it; what arrived and the new message come back, in order.
+_RUN_APPEND = """
+WITH s AS (
+    UPDATE {session} SET updated_at = now(), iterations = iterations + %(turns)s,
+        tokens_in = tokens_in + %(tokens_in)s, tokens_out = tokens_out + %(tokens_out)s,
+        status = %(running)s, waiting_approval_id = NULL
+    WHERE id = %(id)s AND lease_owner = %(owner)s AND status = ANY(%(active)s)
+    RETURNING id, set_config('synchronous_commit',
+                             CASE WHEN %(async_commit)s THEN 'off' ELSE current_setting('synchronous_commit') END, true)
+), fresh AS (
+    SELECT m.* FROM {message} m JOIN s ON m.session_id = s.id WHERE m.seq > %(after)s
+), added AS (
+    INSERT INTO {message} (session_id, seq, role, content, tool_calls, tool_call_id, tool_name, verdict, is_error,
+                           invocation_id, approval_id, child_id, tokens_in, tokens_out, answers_seq, created_at)
+    SELECT s.id, COALESCE((SELECT max(seq) FROM fresh), %(after)s) + 1, %(role)s, %(content)s, %(tool_calls)s::jsonb,
+           %(tool_call_id)s, %(tool_name)s, %(verdict)s, %(is_error)s, %(invocation_id)s, %(approval_id)s, NULL,
+           %(tokens_in)s, %(tokens_out)s, %(answers_seq)s, now()
+    FROM s
+    RETURNING *
+)
+SELECT * FROM fresh UNION ALL SELECT * FROM added ORDER BY seq
+"""
+
+
+def _run_append(session: Session, owner: str, after_seq: int, *, role: str, content: str, turns: int = 0,
+                async_commit: bool = False, **fields: Any) -> list[SessionMessage] | None:
+    """A run's write (see _RUN_APPEND): the messages since `after_seq` and the new one, or None when the run lost
+    the session (cancelled, or another runner took over). Text is scrubbed like every message's."""
+    values = {"tool_calls": [], "tool_call_id": "", "tool_name": "", "verdict": "", "is_error": False,
+              "invocation_id": None, "approval_id": None, "tokens_in": 0, "tokens_out": 0, "answers_seq": 0, **fields}
+    sql = _RUN_APPEND.format(session=Session._meta.db_table, message=SessionMessage._meta.db_table)
+    rows = list(SessionMessage.objects.raw(sql, {
+        **values, "tool_calls": json.dumps(values["tool_calls"]), "id": session.pk, "owner": owner,
+        "active": list(ACTIVE_STATUSES), "running": S.RUNNING, "after": after_seq, "turns": turns,
+        "async_commit": async_commit, "role": role, "content": _scrubbed(content)}))
+    if not rows:
         return None
-    return list(SessionMessage.objects.filter(session=session, seq__gt=after_seq).order_by("seq"))
-
-
-def _next_seq(fresh: list[SessionMessage], after_seq: int) -> int:
-    return (fresh[-1].seq if fresh else after_seq) + 1
+    publish_message(session, rows[-1])
+    return rows
 
 
 @transaction.atomic
@@ -264,23 +299,17 @@ def run_record_reply(*, session: Session, owner: str, after_seq: int, content: s
                      tokens_in: int, tokens_out: int) -> list[SessionMessage] | None:
     """The model's reply of one turn (it answers everything up to `after_seq`): the message, one more iteration, the
     tokens. Returns the messages that arrived since `after_seq` and the reply; None when the run lost the session
-    meanwhile (nothing is written)."""
-    with connection.cursor() as cursor:
-        # A reply lost to a database crash (never to an app crash) costs one model request again, nothing more:
-        # no need to wait for the WAL flush here. Tool results keep synchronous commits (a lost one would run the
-        # tool twice).
-        cursor.execute("SET LOCAL synchronous_commit TO OFF")
-    fresh = _run_write(session, owner, after_seq, iterations=F("iterations") + 1,
-                       tokens_in=F("tokens_in") + tokens_in, tokens_out=F("tokens_out") + tokens_out)
-    if fresh is None:
-        return None
-    session.iterations += 1
-    session.tokens_in += tokens_in
-    session.tokens_out += tokens_out
-    reply = message_append(session, role=MessageRole.ASSISTANT, content=content, tool_calls=tool_calls,
-                           seq=_next_seq(fresh, after_seq), tokens_in=tokens_in, tokens_out=tokens_out,
-                           answers_seq=after_seq)
-    return [*fresh, reply]
+    meanwhile (nothing is written). Committed without waiting for the WAL flush: a reply lost to a database crash
+    (never to an app crash) costs one model request again; tool results keep synchronous commits (a lost one would
+    run the tool twice)."""
+    rows = _run_append(session, owner, after_seq, role=MessageRole.ASSISTANT, content=content, turns=1,
+                       async_commit=True, tool_calls=tool_calls, tokens_in=tokens_in, tokens_out=tokens_out,
+                       answers_seq=after_seq)
+    if rows is not None:
+        session.iterations += 1
+        session.tokens_in += tokens_in
+        session.tokens_out += tokens_out
+    return rows
 
 
 @transaction.atomic
@@ -288,17 +317,14 @@ def run_record_tool_result(*, session: Session, owner: str, after_seq: int, call
                            outcome: Any) -> list[SessionMessage] | None:
     """One tool call's result, with its verdict and audit row; a parked session runs again. Returns the messages
     that arrived since `after_seq` and the result; None when the run lost the session."""
-    fresh = _run_write(session, owner, after_seq, status=S.RUNNING, waiting_approval=None)
-    if fresh is None:
-        return None
-    result = message_append(
-        session, role=MessageRole.TOOL, content=outcome.for_llm, seq=_next_seq(fresh, after_seq),
-        tool_call_id=call["id"], tool_name=call["name"][:200], verdict=outcome.status[:30], is_error=outcome.is_error,
-        invocation_id=outcome.invocation_id or None, approval_id=outcome.extra.get("approval_id") or None)
-    if session.status == S.WAITING_APPROVAL:
+    rows = _run_append(session, owner, after_seq, role=MessageRole.TOOL, content=outcome.for_llm,
+                       tool_call_id=call["id"], tool_name=call["name"][:200], verdict=outcome.status[:30],
+                       is_error=outcome.is_error, invocation_id=outcome.invocation_id or None,
+                       approval_id=outcome.extra.get("approval_id") or None)
+    if rows is not None and session.status == S.WAITING_APPROVAL:
         session.status, session.waiting_approval_id = S.RUNNING, None
         publish_status(session)
-    return [*fresh, result]
+    return rows
 
 
 @transaction.atomic
