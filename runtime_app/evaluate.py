@@ -13,7 +13,7 @@ from runtime_app.choices import SessionOrigin, SessionStatus
 from runtime_app.gates import PROMPT_TEXT_MAX_CHARS, cut_text, feedback_text, run_problem, run_to_end, verdict_of
 from runtime_app.models import Session
 from runtime_app.runs import is_hosted
-from runtime_app.tools import _current
+from runtime_app.tools import calling_session
 from teams_app.selectors_delegation import agent_link_for, link_allows_user
 from tools_app.base import Tool, ToolContext, ToolError, ToolResult
 from tools_app.models import Agent
@@ -145,7 +145,7 @@ class EvaluateLoopTool(Tool):
     timeout_seconds = 3600.0
 
     def run(self, ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
-        caller = _current(ctx)
+        caller = calling_session(ctx)
         if caller.origin == SessionOrigin.EVALUATION:
             raise ToolError("an evaluate loop's rounds cannot start evaluate loops of their own")
         generator = _participant(caller, args.get("generator"), "generator", ctx.user_id)

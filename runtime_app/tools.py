@@ -25,7 +25,8 @@ def _preview(text: str, limit: int = PREVIEW_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _current(ctx: ToolContext) -> Session:
+def calling_session(ctx: ToolContext) -> Session:
+    """The hosted session a tool call comes from (its agent and session key), or a tool error."""
     session = Session.objects.select_related("agent").filter(key=ctx.session_key, agent_id=ctx.agent_id).first() \
         if ctx.session_key and ctx.agent_id is not None else None
     if session is None:
@@ -142,7 +143,7 @@ class SessionStatusTool(Tool):
     timeout_seconds = 30.0
 
     def run(self, ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
-        s = _current(ctx)
+        s = calling_session(ctx)
         children = list(Session.objects.filter(parent=s).order_by("created_at"))
         lines = [f"session {s.pk} ({s.status}), agent {s.agent.key}, model {s.agent.model or '(provider default)'}",
                  f"turns {s.iterations}/{s.max_iterations}, tokens in {s.tokens_in} out {s.tokens_out}, depth {s.depth}"]
@@ -172,7 +173,7 @@ class SpawnTool(Tool):
     timeout_seconds = WAIT_MAX_SECONDS + 60
 
     def run(self, ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
-        parent = _current(ctx)
+        parent = calling_session(ctx)
         return getattr(self, "_" + args["action"])(ctx, parent, args)
 
     def _task(self, args: dict[str, Any]) -> str:
