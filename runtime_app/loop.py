@@ -24,6 +24,7 @@ from runtime_app.choices import ACTIVE_STATUSES, MessageRole, SessionStatus
 from runtime_app.limits import spawn_limits
 from runtime_app.models import LLMProvider, Session, SessionMessage
 from runtime_app.prompt import system_prompt
+from runtime_app.selectors import llm_provider_of
 from runtime_app.providers.base import ChatMessage, ChatRequest, ProviderError, ToolCallRequest, ToolSpec
 from runtime_app.services import sessions as svc
 from runtime_app.services.providers import provider_config
@@ -128,20 +129,19 @@ def conversation(messages: list[SessionMessage]) -> tuple[ChatMessage, ...]:
 
 # --- the provider side -------------------------------------------------------------------------------------------
 def _provider_for(session: Session) -> LLMProvider:
-    name = session.agent.provider
-    provider = LLMProvider.objects.filter(name=name, enabled=True).first() if name else None
+    provider = llm_provider_of(session.agent)
     if provider is None:
-        raise ProviderError("no_provider", f"agent {session.agent.key} has no enabled LLM provider named {name!r}")
+        raise ProviderError("no_provider", f"agent {session.agent.key} has no enabled LLM provider named "
+                                           f"{session.agent.provider!r}")
     return provider
 
 
-def tool_specs(session: Session) -> tuple[tuple[ToolSpec, ...], CallContext]:
+def tool_specs(session: Session) -> tuple[ToolSpec, ...]:
     """The agent's catalog for this session's call context (the policy engine decides), as tool definitions."""
-    ctx = call_context(session)
     tools = toolset_for(session.agent, session.user_id)
-    names = catalog_for(session.agent, ctx, tools)
+    names = catalog_for(session.agent, call_context(session), tools)
     return tuple(ToolSpec(d["name"], d["description"] or d["name"], d["parameters"] or {"type": "object"})
-                 for d in tools.definitions(names)), ctx
+                 for d in tools.definitions(names))
 
 
 def call_context(session: Session) -> CallContext:
@@ -206,7 +206,7 @@ def model_turn(state: RunState, control: RunControl) -> bool:
         state.provider = _provider_for(session)
         state.config = provider_config(state.provider)
     if state.prompt is None:
-        state.prompt, state.specs = system_prompt(session), tool_specs(session)[0]
+        state.prompt, state.specs = system_prompt(session), tool_specs(session)
     request = ChatRequest(model=session.agent.model or state.provider.model, system=state.prompt,
                           messages=conversation(state.messages), tools=state.specs, cancel=control.cancel)
     with provider_slot(state.provider, control.cancel):

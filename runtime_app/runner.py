@@ -116,7 +116,7 @@ class Runner:
         stop = {pk for pk, status, owner in rows
                 if status in STOPPED or (status in ACTIVE_STATUSES and owner != runs[pk][0])}
         stop |= set(runs) - {pk for pk, _, _ in rows}  # deleted
-        held = svc.held_leases()
+        held = svc.held_leases()  # again, now: a synchronous run that ended meanwhile has left, its event reused
         for session_id in stop:
             owner, cancel = runs[session_id]
             if session_id in self._runs or held.get(session_id, (None, None))[1] is cancel:

@@ -7,7 +7,8 @@ import threading
 from typing import Any
 
 from runtime_app.loop import RunControl, session_advance
-from runtime_app.models import LLMProvider, Session
+from runtime_app.models import Session
+from runtime_app.selectors import llm_provider_of
 from runtime_app.services import sessions as svc
 from tools_app.models import Agent
 
@@ -15,7 +16,7 @@ from tools_app.models import Agent
 def is_hosted(agent: Agent) -> bool:
     """Does goclaw run this agent itself (its `provider` names an enabled LLM provider)? Others are external: they
     call goclaw's API and keep today's paths."""
-    return bool(agent.provider) and LLMProvider.objects.filter(name=agent.provider, enabled=True).exists()
+    return llm_provider_of(agent) is not None
 
 
 def run_inline(session: Session, *, owner: str, cancel: threading.Event) -> Session:

@@ -9,10 +9,15 @@ from django.db.models import QuerySet
 
 from goclaw.errors import NotFound
 from runtime_app.choices import MessageRole, SessionStatus
-from runtime_app.models import Session, SessionMessage
+from runtime_app.models import LLMProvider, Session, SessionMessage
 from tools_app.models import Agent
 
 WAIT_POLL_SECONDS = 0.1
+
+
+def llm_provider_of(agent: Agent) -> LLMProvider | None:
+    """The enabled LLM provider an agent runs on (its `provider` field names it), or None: an external agent."""
+    return LLMProvider.objects.filter(name=agent.provider, enabled=True).first() if agent.provider else None
 
 
 def session_list_for(agent: Agent | None, *, filters: dict[str, Any] | None = None) -> QuerySet[Session]:

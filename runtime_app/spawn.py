@@ -19,7 +19,6 @@ from runtime_app.limits import spawn_limits
 from runtime_app.runs import run_inline
 from runtime_app.models import Session
 from runtime_app.services import sessions as svc
-from tools_app.models import Agent
 
 S = SessionStatus
 STEER_MAX_CHARS = 4000
