@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt | cksum | cut -d' ' -f1)
 
-.PHONY: run test bench check browser sandbox-deps docker-deps help soak
+.PHONY: run test bench check browser sandbox-deps docker-deps conformance-deps help soak
 
 help:
 	@echo "make run    - install (venv + requirements), set up embedded PostgreSQL, migrate, create admin, serve"
@@ -45,7 +45,18 @@ browser:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "chromium is missing: install Debian's chromium package (needed by the browser test)" >&2; exit 1; fi; }
 
-test: $(STAMP) check browser sandbox-deps docker-deps
+# The official MCP conformance suite (tools/conformance, pinned by its package-lock.json; docs/mcp-conformance.md),
+# with the Node >= 22 it needs (the npm package `node`): `npm ci` again only when the lock changes.
+CONFORMANCE := tools/conformance
+CONFORMANCE_STAMP := $(CONFORMANCE)/node_modules/.installed-$(shell cksum < $(CONFORMANCE)/package-lock.json | cut -d' ' -f1)
+
+$(CONFORMANCE_STAMP): $(CONFORMANCE)/package-lock.json
+	npm ci --prefix $(CONFORMANCE) --no-audit --no-fund
+	@rm -f $(CONFORMANCE)/node_modules/.installed-*; touch $@
+
+conformance-deps: $(CONFORMANCE_STAMP)
+
+test: $(STAMP) check browser sandbox-deps docker-deps conformance-deps
 	$(PY) -m pytest
 
 check: $(STAMP)

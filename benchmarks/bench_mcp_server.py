@@ -1,8 +1,10 @@
 """goclaw as an MCP server, against the processes `manage.py up` runs (uvicorn for /mcp): `tools/call` of a no-op tool
-(`datetime`) at 32 concurrent sessions, and in the same run the REST execute endpoint at 32 connections (the ratio).
-Two MCP loads: the SDK's own client (32 `mcp.Client` sessions in one process) and raw HTTP JSON-RPC (32 keep-alive
-connections, one initialized session each), because on 2 cores the SDK client's own CPU cost is part of what the
-first one measures; the raw one is also run through the main port's proxy."""
+(`datetime`) at 32 concurrent clients, and in the same run the REST execute endpoint at 32 connections (the ratio).
+MCP loads: the SDK's own client (32 `mcp.Client` sessions in one process) and raw HTTP JSON-RPC (32 keep-alive
+connections), because on 2 cores the SDK client's own CPU cost is part of what the first one measures. Raw calls run
+in both protocol eras: the session era (one initialized session per connection, 2025-06-18) and the stateless era
+(2026-07-28: every request self-contained); the session era also through the main port's proxy. MCP and REST loads
+alternate over BENCH_ROUNDS rounds (the machine is shared and noisy); each figure is the median round."""
 from __future__ import annotations
 
 import asyncio
@@ -24,6 +26,11 @@ SESSIONS = int(os.environ.get("BENCH_CONNECTIONS", "32"))
 SECONDS = float(os.environ.get("BENCH_SECONDS", "10"))
 CALL = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "datetime", "arguments": {}}}
 PROTOCOL = "2025-06-18"
+MODERN = "2026-07-28"
+MODERN_CALL = {**CALL, "params": {**CALL["params"], "_meta": {
+    "io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {},
+    "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"}}}}
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 
 
 async def sdk_load(url: str, token: str, seconds: float) -> dict:
@@ -127,25 +134,37 @@ def main() -> None:
                    "mcp_workers": env.get("GOCLAW_MCP_WORKERS", "2"), "web_workers": env.get("GOCLAW_WEB_WORKERS", "2")}
         token = unlimited_agent_token(env)
         mcp_url = f"http://127.0.0.1:{mcp_port}/mcp"
+        accept = {"Authorization": f"Bearer {token}", "Content-Type": "application/json",
+                  "Accept": "application/json, text/event-stream"}
+        loads = {}
         for name, target_port in (("mcp_raw", mcp_port), ("mcp_raw_via_main_port", port)):
-            body = json.dumps(CALL).encode()
-            requests = [build_request("POST", "/mcp", "127.0.0.1", target_port, body, {
-                "Authorization": f"Bearer {token}", "Content-Type": "application/json",
-                "Accept": "application/json, text/event-stream", "Mcp-Protocol-Version": PROTOCOL,
-                "Mcp-Session-Id": open_session(mcp_url, token)}) for _ in range(SESSIONS)]
-            asyncio.run(raw_load(target_port, requests[:8], 2))  # warm up
-            results[name] = asyncio.run(raw_load(target_port, requests, SECONDS))
-        asyncio.run(sdk_load(mcp_url, token, 2))  # warm up
-        results["mcp_sdk_client"] = asyncio.run(sdk_load(mcp_url, token, SECONDS))
-
-        auth = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+            requests = [build_request("POST", "/mcp", "127.0.0.1", target_port, json.dumps(CALL).encode(), {
+                **accept, "Mcp-Protocol-Version": PROTOCOL, "Mcp-Session-Id": open_session(mcp_url, token)})
+                for _ in range(SESSIONS)]
+            loads[name] = (lambda target_port, requests: lambda seconds: asyncio.run(raw_load(target_port, requests, seconds)))(target_port, requests)
+        stateless = [build_request("POST", "/mcp", "127.0.0.1", mcp_port, json.dumps(MODERN_CALL).encode(), {
+            **accept, "Mcp-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": "datetime"})] * SESSIONS
+        loads["mcp_raw_stateless"] = lambda seconds: asyncio.run(raw_load(mcp_port, stateless, seconds))
+        loads["mcp_sdk_client"] = lambda seconds: asyncio.run(sdk_load(mcp_url, token, seconds))
         rest = [build_request("POST", "/api/v1/tools/execute", "127.0.0.1", port, json.dumps(
-            {"tool": "datetime", "arguments": {}, "context": {"session_key": f"bench-{i}"}}).encode(), auth) for i in range(SESSIONS)]
-        asyncio.run(run_load("127.0.0.1", port, rest, connections=8, seconds=2))  # warm up
-        run = asyncio.run(run_load("127.0.0.1", port, rest, connections=SESSIONS, seconds=SECONDS))
-        results["rest_execute"] = {"rps": round(run["rps"], 1), "calls": run["requests"], "statuses": run["statuses"],
-                                   "errors": run["error_count"], **summary_ms(run["latencies"])}
-        for name in ("mcp_raw", "mcp_sdk_client", "mcp_raw_via_main_port"):
+            {"tool": "datetime", "arguments": {}, "context": {"session_key": f"bench-{i}"}}).encode(),
+            {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}) for i in range(SESSIONS)]
+
+        def rest_load(seconds):
+            run = asyncio.run(run_load("127.0.0.1", port, rest, connections=SESSIONS, seconds=seconds))
+            return {"rps": round(run["rps"], 1), "calls": run["requests"], "statuses": run["statuses"],
+                    "errors": run["error_count"], **summary_ms(run["latencies"])}
+        loads["rest_execute"] = rest_load
+        for load in loads.values():
+            load(2)  # warm up
+        rounds: dict[str, list[dict]] = {name: [] for name in loads}
+        for _ in range(ROUNDS):  # alternating: every load sees the same noise
+            for name, load in loads.items():
+                rounds[name].append(load(SECONDS))
+        for name, measured in rounds.items():
+            results[name] = sorted(measured, key=lambda r: r["rps"])[len(measured) // 2]
+            results[name]["rps_rounds"] = [r["rps"] for r in measured]
+        for name in ("mcp_raw", "mcp_raw_stateless", "mcp_sdk_client", "mcp_raw_via_main_port"):
             results[f"ratio_{name}_to_rest"] = round(results[name]["rps"] / results["rest_execute"]["rps"], 3)
         results["contextforge_reference_rps"] = "250-400 MCP requests/s per pod (published)"
         write_result("mcp_server", results)

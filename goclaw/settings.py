@@ -288,7 +288,9 @@ MCP_IDLE_SECONDS = env_int("GOCLAW_MCP_IDLE_SECONDS", 900, minimum=10, maximum=8
 # request open, and after how long without a request a client session is forgotten.
 MCP_PORT = env_int("GOCLAW_MCP_PORT", PORT + 2 if PORT else 0, minimum=0, maximum=65535)
 MCP_WORKERS = env_int("GOCLAW_MCP_WORKERS", 2, minimum=1, maximum=64)  # uvicorn processes (any serves any session)
-MCP_APPROVAL_WAIT = env_int("GOCLAW_MCP_APPROVAL_WAIT", 60, minimum=0, maximum=3600)
+MCP_APPROVAL_WAIT = env_int("GOCLAW_MCP_APPROVAL_WAIT", 45, minimum=0, maximum=3600)  # under common 60 s client timeouts
+MCP_TASK_TTL_SECONDS = env_int("GOCLAW_MCP_TASK_TTL_SECONDS", 3600, minimum=60, maximum=7 * 86400)  # tasks kept after they end
+MCP_LIST_TTL_MS = env_int("GOCLAW_MCP_LIST_TTL_MS", 30000, minimum=0, maximum=86_400_000)  # tools/list freshness hint
 MCP_SESSION_IDLE_SECONDS = env_int("GOCLAW_MCP_SESSION_IDLE_SECONDS", 3600, minimum=60, maximum=7 * 86400)
 # Browser origins allowed to call /mcp besides those on a GOCLAW_ALLOWED_HOSTS host (DNS-rebinding protection,
 # mcp_app.server.security): exact `scheme://host[:port]` values, comma-separated.
@@ -330,6 +332,20 @@ HEALTH_CACHE_SECONDS = 0.0 if TESTING else float(env_int("GOCLAW_HEALTH_CACHE_SE
 PUBLIC_URL = env_str("GOCLAW_PUBLIC_URL", "").rstrip("/")
 # Audit rows (ToolInvocation) older than this many days are purged by a scheduled job (0 = keep forever).
 AUDIT_RETENTION_DAYS = env_int("GOCLAW_AUDIT_RETENTION_DAYS", 90, minimum=0, maximum=36500)
+
+# --- OAuth (docs/mcp-oauth.md) ------------------------------------------------------------------------
+# goclaw as an OAuth 2.1 authorization server for MCP clients: the access token it issues is an agent token.
+OAUTH_ACCESS_TOKEN_SECONDS = env_int("GOCLAW_OAUTH_ACCESS_TOKEN_SECONDS", 3600, minimum=60, maximum=86400)
+OAUTH_REFRESH_TOKEN_DAYS = env_int("GOCLAW_OAUTH_REFRESH_TOKEN_DAYS", 30, minimum=1, maximum=365)  # per rotation
+OAUTH_DYNAMIC_REGISTRATION = env_bool("GOCLAW_OAUTH_DYNAMIC_REGISTRATION", True)  # POST /oauth/register (RFC 7591)
+# Dynamically registered clients nobody has approved yet (older ones unused for a day are removed first).
+OAUTH_MAX_UNUSED_CLIENTS = env_int("GOCLAW_OAUTH_MAX_UNUSED_CLIENTS", 1000, minimum=1, maximum=1_000_000)
+# Further URLs clients may name as the resource (RFC 8707) besides <issuer>/mcp and the MCP port on the issuer's host,
+# e.g. the MCP port's public address behind a proxy: https://mcp.example.com/mcp
+OAUTH_RESOURCES = env_list("GOCLAW_OAUTH_RESOURCES", [])
+for _resource in OAUTH_RESOURCES:
+    if not _resource.startswith(("http://", "https://")) or any(c in _resource for c in "?#@ \\"):
+        raise ImproperlyConfigured(f"GOCLAW_OAUTH_RESOURCES: {_resource!r} is not an http(s) URL (no query, fragment or user)")
 
 # --- Logging -----------------------------------------------------------------------------------------
 LOG_LEVEL = env_choice("GOCLAW_LOG_LEVEL", "info", ("debug", "info", "warning", "error")).upper()

@@ -16,6 +16,7 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/v1/mcp/", include("mcp_app.api.urls")),
     path("mcp", include("mcp_app.server.urls")),  # proxied to the MCP server (docs/mcp-server.md)
+    path("", include("tools_app.oauth.urls")),  # .well-known/oauth-… and oauth/… (docs/mcp-oauth.md)
     path("api/v1/config/", include("config_app.api.urls")),
     path("api/v1/", include("teams_app.api.urls")),
     path("api/v1/", include("runtime_app.api.sessions")),  # sessions, sessions/<id>/…

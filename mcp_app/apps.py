@@ -30,8 +30,9 @@ def _contribute_to_platform() -> None:
 
 
 def _register_encrypted_fields() -> None:
-    """Server headers and env, agent grants' config_overrides and users' own credentials are sealed bound to their
-    row: `rotate_encryption_key` re-seals them."""
+    """Server headers and env, agent grants' config_overrides, users' own credentials and the arguments and results
+    of calls held for a person (resumable calls, tasks) are sealed bound to their row: `rotate_encryption_key`
+    re-seals them."""
     from goclaw.secrets import encrypted_field_register
     from mcp_app.models import MCPAgentGrant, MCPServer, MCPUserGrant
     from mcp_app.services.common import overrides_seal_context
@@ -43,11 +44,13 @@ def _register_encrypted_fields() -> None:
     encrypted_field_register(MCPAgentGrant, "overrides_sealed", associated_data=lambda row: overrides_seal_context(row.pk))
     encrypted_field_register(MCPUserGrant, "credentials_sealed",
                              associated_data=lambda row: credentials_seal_context(row.pk))
-    from mcp_app.models import MCPApprovalResume
-    from mcp_app.server.services import resume_seal_context
+    from mcp_app.models import MCPApprovalResume, MCPTask
+    from mcp_app.server.services import resume_seal_context, task_seal_context
 
     encrypted_field_register(MCPApprovalResume, "sealed_arguments",
                              associated_data=lambda row: resume_seal_context(row.approval_id, row.agent_id))
+    for field, what in (("sealed_arguments", "arguments"), ("sealed_result", "result")):
+        encrypted_field_register(MCPTask, field, associated_data=lambda row, what=what: task_seal_context(row.pk, row.agent_id, what))
 
 
 def _connect_bridge() -> None:

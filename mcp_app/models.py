@@ -229,6 +229,8 @@ class MCPServerSession(models.Model):
     context = models.JSONField(default=dict, blank=True, help_text="the call context its initialize request carried")
     protocol_version = models.CharField(max_length=32)
     client_info = models.JSONField(default=dict, blank=True)
+    extensions = models.JSONField(default=list, blank=True,
+                                  help_text="the MCP extensions the client declared at initialize (identifiers)")
     catalog_fingerprint = models.CharField(max_length=64, blank=True, help_text="the catalog it last listed")
     notified_fingerprint = models.CharField(max_length=64, blank=True,
                                             help_text="the catalog it was last told about (tools/list_changed)")
@@ -260,3 +262,42 @@ class MCPApprovalResume(models.Model):
 
     def __str__(self) -> str:
         return f"{self.approval_id} ({self.agent_id})"
+
+
+class MCPTaskStatus(models.TextChoices):
+    """Where an MCP task stands. `running` (approved and claimed by one process) is `working` on the wire."""
+
+    WORKING = "working", "waiting for a person"
+    RUNNING = "running", "approved, running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class MCPTask(models.Model):
+    """A tools/call that waits for a person, answered as an MCP task (the `io.modelcontextprotocol/tasks`
+    extension, docs/mcp-server.md "Tasks"): bound to its approval and the exact arguments (sealed to this row and
+    agent), run at most once by whichever process first finds the approval granted, its result kept sealed until
+    `expires_at`. Any process serves any task; another agent's task is unknown."""
+
+    id = models.UUIDField(primary_key=True, editable=False)
+    agent = models.ForeignKey("tools_app.Agent", on_delete=models.CASCADE, related_name="+")
+    approval = models.OneToOneField("tools_app.ApprovalRequest", on_delete=models.CASCADE, related_name="+")
+    tool_name = models.CharField(max_length=128)
+    status = models.CharField(max_length=10, choices=MCPTaskStatus.choices, default=MCPTaskStatus.WORKING)
+    status_message = models.CharField(max_length=500, blank=True)
+    sealed_arguments = models.TextField(blank=True, help_text="the exact call; erased once it ran or can no longer run")
+    sealed_result = models.TextField(blank=True, help_text="completed: the tools/call result")
+    error = models.JSONField(null=True, blank=True, help_text="failed: the JSON-RPC error ({code, message})")
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+    expires_at = models.DateTimeField(help_text="kept until then (ttlMs), then purged")
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = "MCP task"
+        indexes = [models.Index(fields=["expires_at"], name="mcp_task_expiry"),
+                   models.Index(fields=["updated_at"], condition=Q(status="running"), name="mcp_task_running")]
+
+    def __str__(self) -> str:
+        return f"{self.tool_name} {self.status} ({self.pk})"

@@ -7,10 +7,14 @@ deny list (global, provider, agent, agent+provider, group) → ∪ also_allow (g
 deny (depth > 0) → − leaf deny (depth ≥ max) → ∩ per-request allow.
 Deliberate choice: an explicit deny always wins. also_allow adds tools outside the profile and allow lists
 but never re-adds a denied one (GoClaw lets it resurrect denied tools).
+
+The same specs govern what an MCP client may read and get besides tools (`content_rules`): their `resources` and
+`prompts` sections, resolved over the same scopes, with the same rule that a deny wins.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from typing import Any, Callable, Iterable
 
 from django.conf import settings
@@ -213,3 +217,66 @@ def max_subagent_depth(agent: Agent) -> int:
 def catalog_for(agent: Agent, call: CallContext, tools: ToolRegistry) -> frozenset[str]:
     """The tool names a call may see: the catalog endpoint and the execution check both come from here."""
     return resolve(PolicyInput(agent, call), tools)
+
+
+# --- resources and prompts (what an MCP client reads and gets besides tools) ------------------------------
+CONTENT_KINDS = ("resources", "prompts")
+_DENY_EVERYTHING = ("*",)
+
+
+@dataclass(frozen=True)
+class ContentRules:
+    """What one call may read (`resources`: URIs) or get (`prompts`: names). An item passes when it matches a
+    pattern of every non-empty allow list on the way and no deny pattern; with no lists at all, everything of the
+    agent's own passes. Patterns are `fnmatch` globs, case-sensitive, and `*` also matches `/`."""
+
+    allow: tuple[tuple[str, ...], ...] = ()
+    deny: tuple[str, ...] = ()
+
+    def permits(self, name: str) -> bool:
+        if any(fnmatchcase(name, pattern) for pattern in self.deny):
+            return False
+        return all(any(fnmatchcase(name, pattern) for pattern in patterns) for patterns in self.allow)
+
+
+def _content_lists(spec: ToolPolicy, kind: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(allow, deny) of one spec's section. Saved sections are checked (tools_app.services.policy); one that is
+    malformed anyway (a raw database edit) denies everything rather than nothing."""
+    section = getattr(spec, kind) or {}
+    lists = (section.get("allow", []), section.get("deny", [])) if isinstance(section, dict) else (None, None)
+    if not all(isinstance(names, list) and all(isinstance(n, str) for n in names) for names in lists):
+        return (), _DENY_EVERYTHING
+    return tuple(lists[0]), tuple(lists[1])
+
+
+def build_content_rules(inp: PolicyInput, policies: dict[str, list[ToolPolicy]], kind: str) -> ContentRules:
+    """The scopes of the tool order, read for one section: global, provider, agent, agent + provider and group
+    specs each add their allow list (intersected) and deny list; the subagent and leaf specs' deny lists apply at
+    their depths, as for tools."""
+    first = lambda scope: (policies.get(scope) or [None])[0]  # noqa: E731
+    specs = [first(PolicyScope.GLOBAL), first(PolicyScope.PROVIDER), first(PolicyScope.AGENT),
+             first(PolicyScope.AGENT_PROVIDER), *policies.get(PolicyScope.GROUP, [])]
+    if inp.call.subagent_depth > 0:
+        specs.append(first(PolicyScope.SUBAGENT))
+        if inp.call.subagent_depth >= max_subagent_depth(inp.agent):
+            specs.append(first(PolicyScope.LEAF))
+    allow: list[tuple[str, ...]] = []
+    deny: list[str] = []
+    for spec in specs:
+        if spec is None:
+            continue
+        allowed, denied = _content_lists(spec, kind)
+        if allowed and spec.scope not in (PolicyScope.SUBAGENT, PolicyScope.LEAF):
+            allow.append(allowed)
+        deny.extend(denied)
+    return ContentRules(allow=tuple(allow), deny=tuple(dict.fromkeys(deny)))
+
+
+def content_rules(agent: Agent, call: CallContext, kind: str) -> ContentRules:
+    """The `resources` or `prompts` rules of a call (cached with the catalogs; at most 2 queries when cold)."""
+    if kind not in CONTENT_KINDS:
+        raise ValueError(f"unknown content kind {kind!r}")
+    inp = PolicyInput(agent, call)
+    key = ("content", kind, agent.pk, agent.updated_at, inp.effective_provider, call.channel, call.chat_id,
+           call.subagent_depth)
+    return cached(key, lambda: build_content_rules(inp, _load_policies(inp), kind))

@@ -34,7 +34,7 @@ SKILL_FILE = "SKILL.md"
 DIR_MAX_DEPTH = 8
 SEARCH_DEFAULT_RESULTS, SEARCH_MAX_RESULTS = 5, 20
 QUERY_MAX_CHARS = 1000
-KNOWN_KEYS = ("name", "description", "tags")
+KNOWN_KEYS = ("name", "description", "tags", "arguments")
 
 
 # --- SKILL.md front matter: a small, safe subset of YAML -----------------------------------------------------------
@@ -55,6 +55,7 @@ class FrontMatter:
     tags: tuple[str, ...]
     body: str
     ignored_keys: tuple[str, ...] = ()
+    arguments: tuple[dict[str, Any], ...] = ()  # what the skill takes as an MCP prompt (docs/skills.md)
 
 
 def _invalid(message: str) -> SkillInvalid:
@@ -106,13 +107,15 @@ def skill_front_matter_parse(text: str) -> FrontMatter:
         raise _invalid(f"{field_name} {message}")
     try:
         tags = svc.skill_tags_normalize(meta.get("tags"))
+        arguments = svc.skill_arguments_normalize(meta.get("arguments"))
     except SkillInvalid as exc:
         raise _invalid(exc.message) from None
     body = "\n".join(lines[end + 1:]).strip("\n")
     if not body.strip():
         raise _invalid("has no instructions after its front matter")
     return FrontMatter(name=meta["name"].strip(), description=" ".join(meta["description"].split()),
-                       tags=tuple(tags), body=body, ignored_keys=tuple(k for k in seen if k not in KNOWN_KEYS))
+                       tags=tuple(tags), body=body, ignored_keys=tuple(k for k in seen if k not in KNOWN_KEYS),
+                       arguments=tuple(arguments))
 
 
 def _value(key: str, raw: str, block: list[str], lineno: int) -> Any:
@@ -517,7 +520,7 @@ class PublishSkillTool(Tool):
             skill, created = svc.skill_publish(
                 agent=agent, name=found.front.name, description=found.front.description, content=found.front.body,
                 tags=found.front.tags, files=found.files, source_path=found.source_path,
-                published_by=f"agent:{ctx.agent_key}")
+                published_by=f"agent:{ctx.agent_key}", arguments=found.front.arguments)
         except ApplicationError as exc:
             raise ToolError(exc.message) from None
         lines = [f"{'published' if created else 'republished'} skill {skill.slug} version {skill.version}: "

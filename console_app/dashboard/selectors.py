@@ -23,6 +23,7 @@ from mcp_app.models import MCPServer
 from sandbox_app.models import SandboxProfile
 from tools_app.choices import ApprovalStatus, InvocationStatus
 from tools_app.models import Agent, AgentToken, ApprovalRequest, ToolInvocation
+from tools_app.models.oauth import OAUTH_TOKEN_NAME_PREFIX
 
 HOUR, DAY = timedelta(hours=1), timedelta(hours=24)
 TOKEN_HORIZON = timedelta(days=7)
@@ -184,7 +185,9 @@ def _denials(rows: dict[str, int], approvals: dict[str, int]) -> list[dict[str, 
 
 
 def _tokens_expiring(now: datetime) -> int:
-    return AgentToken.objects.filter(revoked=False, expires_at__gt=now, expires_at__lte=now + TOKEN_HORIZON).count()
+    """Tokens a person must renew soon: OAuth access tokens (hourly, renewed by their clients) are not among them."""
+    return (AgentToken.objects.filter(revoked=False, expires_at__gt=now, expires_at__lte=now + TOKEN_HORIZON)
+            .exclude(name__startswith=OAUTH_TOKEN_NAME_PREFIX).count())
 
 
 def _mcp_health() -> list[dict[str, Any]]:

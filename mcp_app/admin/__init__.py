@@ -5,3 +5,4 @@ from mcp_app.admin import tools  # noqa: F401,E402
 from mcp_app.admin import grants  # noqa: F401,E402
 from mcp_app.admin import access  # noqa: F401,E402
 from mcp_app.admin import server_sessions  # noqa: F401,E402
+from mcp_app.admin import tasks  # noqa: F401,E402

@@ -1,6 +1,9 @@
 """The ASGI application `manage.py up` serves under uvicorn on GOCLAW_MCP_PORT: `/mcp` only. A thin layer in front
-of the SDK's session manager: it refuses a foreign Host or browser Origin first (DNS-rebinding protection,
-mcp_app.server.security), authenticates every request (agent bearer token, 401 with the error envelope), finds the
+of the SDK's session manager, which speaks both protocol eras: the session era (2025-11-25 and before: initialize,
+`Mcp-Session-Id`) and the stateless era (2026-07-28: every request self-contained, its `MCP-Protocol-Version` header
+and `_meta` saying so; the SDK checks the routing headers against the body). This layer refuses a foreign Host or browser Origin first (DNS-rebinding protection,
+mcp_app.server.security), authenticates every request (agent bearer token, 401 with the error envelope and the OAuth challenge naming
+the protected-resource metadata it also serves: docs/mcp-oauth.md), finds the
 session in PostgreSQL (another agent's session id is answered 404 as if unknown), records sessions as they open and
 end, and runs the catalog watcher that sends `notifications/tools/list_changed`. Every JSON-RPC error it or the SDK
 answers carries the request's id when the body could be read far enough to have one (JSON-RPC 2.0)."""
@@ -21,19 +24,24 @@ from django.conf import settings  # noqa: E402
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER  # noqa: E402
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE  # noqa: E402
 from mcp_types import UNSUPPORTED_PROTOCOL_VERSION  # noqa: E402
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION  # noqa: E402
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS  # noqa: E402
 
 from goclaw.api import bearer_from_header  # noqa: E402
 from goclaw.errors import ApplicationError  # noqa: E402
 from mcp_app.server import services  # noqa: E402
 from mcp_app.server.context import call_context, raw_context_from_headers  # noqa: E402
-from mcp_app.server.handlers import build_server, catalog_changed, catalog_fingerprint, in_thread  # noqa: E402
+from mcp_app.server.handlers import (catalog_changed, catalog_fingerprint, current_caller,  # noqa: E402
+                                     header_bound_schemas, in_thread)
+from mcp_app.server.server import build_server  # noqa: E402
 from mcp_app.server.manager import RevivingSessionManager, json_answer, session_id_of  # noqa: E402
 from mcp_app.server.security import host_allowed, origin_allowed  # noqa: E402
+from tools_app.oauth.metadata import (RESOURCE_METADATA_PATH, protected_resource_metadata,  # noqa: E402
+                                      resource_base_url, www_authenticate_value)
 from tools_app.services.agents import token_active  # noqa: E402
 
 logger = logging.getLogger("goclaw.mcp.server")
 PATH = "/mcp"
+SERVED_VERSIONS = (*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS)  # both eras (module doc)
 WATCH_SECONDS = 1.0  # how often open GET streams are checked for a changed catalog
 
 
@@ -186,14 +194,37 @@ def _wants_progress(message: dict) -> bool:
     return isinstance(meta, dict) and meta.get("progressToken") is not None
 
 
-def authorize(*, raw_token: str | None, session_id: str | None, header_context: dict, method: str | None) -> services.Caller | None:
-    """The caller of one request (None: not authenticated), in one worker-thread hop: token, session, and for a
-    tools/call whether its session's catalog changed unannounced (then it is answered with SSE, the change first)."""
+_ROUTING_HEADERS = (b"mcp-method", b"mcp-name", b"mcp-protocol-version")
+
+
+def routing_headers_trimmed(raw: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """The request's headers with the MCP routing headers' surrounding whitespace removed: it is not part of a field
+    value (RFC 9110 §5.5), and the SDK compares the values with the body's exactly."""
+    return [(k, v.strip(b" \t") if k in _ROUTING_HEADERS or k.startswith(b"mcp-param-") else v) for k, v in raw]
+
+
+def stateless_era(headers: dict[str, str]) -> bool:
+    """Whether a request belongs to the stateless era (2026-07-28): its `MCP-Protocol-Version` header names no
+    handshake-era version. An unknown version counts too: the SDK's stateless entry answers it -32022 with the
+    versions it serves and the request's id. Requests without the header, or naming 2025-11-25 and before, are the
+    session era (initialize, `Mcp-Session-Id`)."""
+    version = headers.get("mcp-protocol-version")
+    return version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS
+
+
+def authorize(*, raw_token: str | None, session_id: str | None, header_context: dict,
+              message: dict | None) -> services.Caller | None:
+    """The caller of one request (None: not authenticated), in one worker-thread hop: token, session, for a
+    session's tools/call whether its catalog changed unannounced (then it is answered with SSE, the change first),
+    and for a stateless tools/call the schemas its `Mcp-Param-*` headers are checked against."""
     token, session = services.request_authorize(raw_token=raw_token, session_id=session_id)
     if token is None:
         return None
     caller = services.Caller(token=token, session=session, header_context=header_context)
-    caller.catalog_changed = method == "tools/call" and catalog_changed(caller)
+    if message is not None and message.get("method") == "tools/call":
+        caller.catalog_changed = catalog_changed(caller)
+        if session is None:
+            caller.header_bound_schemas = header_bound_schemas(caller)
     return caller
 
 
@@ -235,10 +266,16 @@ class MCPApplication:
             await send_error(send, 403, "origin_not_allowed", "requests from this Origin are refused (DNS-rebinding "
                              "protection); allow it with GOCLAW_MCP_ALLOWED_ORIGINS")
             return
+        base_url = resource_base_url(scope.get("scheme", "http"), hosts[0])
+        if scope["path"] in (RESOURCE_METADATA_PATH, RESOURCE_METADATA_PATH + PATH) and scope["method"] in ("GET", "HEAD"):
+            await _send_json(send, 200, protected_resource_metadata(base_url))  # where OAuth clients learn to authorize
+            return
         if scope["path"].rstrip("/") != PATH:
             await send_error(send, 404, "not_found", f"no route for {scope['path'][:200]}; the MCP endpoint is {PATH}")
             return
+        scope["headers"] = routing_headers_trimmed(scope["headers"])
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        stateless = stateless_era(headers)
         message, address = None, UNREAD
         if scope["method"] == "POST":
             body = await _read_body(receive, DEFAULT_MAX_REQUEST_BODY_SIZE)
@@ -254,33 +291,37 @@ class MCPApplication:
         except ApplicationError as exc:
             await send_error(send, 400, exc.code, exc.message, exc.details)
             return
-        session_id = session_id_of(scope)
+        session_id = None if stateless else session_id_of(scope)  # the 2026-07-28 era has no sessions
         try:
             caller = await in_thread(authorize, raw_token=bearer_from_header(headers.get("authorization", "")),
-                                     session_id=session_id, header_context=header_context,
-                                     method=message.get("method") if message else None)
+                                     session_id=session_id, header_context=header_context, message=message)
         except Exception:
             logger.exception("MCP request authorization failed")
             await send_error(send, 503, "service_unavailable", "the database is unavailable; retry later")
             return
         if caller is None:
-            await send_error(send, 401, "not_authenticated", "an agent token is required: Authorization: Bearer <token>",
-                             headers=[(b"www-authenticate", b'Bearer realm="goclaw"')])
+            challenge = www_authenticate_value(base_url, error="invalid_token" if "authorization" in headers else None)
+            await send_error(send, 401, "not_authenticated", "an agent token is required: Authorization: Bearer <token> "
+                             "(a static agent token, or one an OAuth client obtained: docs/mcp-oauth.md)",
+                             headers=[(b"www-authenticate", challenge.encode())])
             return
         if session_id is not None and caller.session is None:
             await send_jsonrpc_error(send, 404, -32600, "Session not found", address=address)
             return
         version = headers.get("mcp-protocol-version")
-        if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
-            # goclaw serves the session (initialize) era: approvals and listChanged live on sessions.
+        if version is not None and version not in SERVED_VERSIONS:
+            # What `server/discover` lists (a client retries with one of them); session-era clients initialize.
             await send_jsonrpc_error(send, 400, UNSUPPORTED_PROTOCOL_VERSION, "Unsupported protocol version",
-                                     {"supported": list(HANDSHAKE_PROTOCOL_VERSIONS), "requested": version[:64]},
+                                     {"supported": list(MODERN_PROTOCOL_VERSIONS), "requested": version[:64]},
                                      address=address)
             return
         scope["goclaw.caller"] = caller
+        current_caller.set(caller)
         json_answer.set(message is not None and not caller.catalog_changed and not _wants_progress(message))
         session = caller.session
-        if session is None and scope["method"] == "POST":
+        if stateless:  # one self-contained exchange; the SDK checks the headers against the body and the version
+            await self.serve(scope, receive, send, None)
+        elif session is None and scope["method"] == "POST":
             await self.open_session(scope, receive, send, caller, message)
         elif session is not None and scope["method"] == "GET":
             self.open_streams[session.session_id] += 1
@@ -356,7 +397,8 @@ class MCPApplication:
                     requested = fields.get("protocolVersion")
                     version = requested if requested in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
                     await in_thread(services.session_open, session_id=sid, token=caller.token, context=caller.header_context,
-                                    protocol_version=version, client_info=fields.get("clientInfo"))
+                                    protocol_version=version, client_info=fields.get("clientInfo"),
+                                    capabilities=fields.get("capabilities"))
             await send(event)
 
         await self.serve(scope, receive, recording_send, None)

@@ -9,13 +9,14 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from typing import Any
 
 import anyio
 import mcp_types as types
 from django.conf import settings
 from django.db import close_old_connections
-from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.shared.exceptions import MCPError
 
 from goclaw.errors import ApplicationError
@@ -32,6 +33,9 @@ from tools_app.toolsets import TOOLSETS_CACHE
 
 logger = logging.getLogger("goclaw.mcp.server")
 
+HEADER_BINDING = "x-mcp-header"  # the JSON Schema annotation that mirrors an argument into an Mcp-Param-* header
+# The caller of the request being served (set by the ASGI layer): what `tool_input_schema` answers for.
+current_caller: ContextVar[services.Caller | None] = ContextVar("goclaw_mcp_caller", default=None)
 WAIT_SLICE_SECONDS = 5  # one approval_wait per slice; a progress notification after each
 WAIT_TOOL, RESUME_TOOL = "goclaw_approval_wait", "goclaw_approval_resume"
 _APPROVAL_ID_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["approval_id"],
@@ -79,12 +83,40 @@ def catalog(agent, context: CallContext) -> tuple[list[dict], str]:
     return tools, digest
 
 
-def catalog_fingerprint(agent, context: CallContext) -> str:
-    """`catalog(...)[1]`, memoised while nothing behind it moved: the tool sets' and policies' generations are part
-    of the key, and resumable calls appearing or going bump RESUMES_CACHE (a per-call check costs no query)."""
+def _catalog_memo(agent, context: CallContext) -> tuple[str, dict[str, Any]]:
+    """The catalog's fingerprint and its header-bound schemas (see `header_bound_schemas`), memoised while nothing
+    behind them moved: the tool sets' and policies' generations are part of the key, and resumable calls appearing
+    or going bump RESUMES_CACHE (a per-call check costs no query)."""
+    def compute():
+        tools, fingerprint = catalog(agent, context)
+        return fingerprint, {t["name"]: t["parameters"] for t in tools if HEADER_BINDING in json.dumps(t["parameters"])}
+
     key = (agent.pk, context.replace(request_id=""), generation_cache(POLICY_CACHE).sync(),
            generation_cache(TOOLSETS_CACHE).sync())
-    return generation_cache(services.RESUMES_CACHE).get(key, lambda: catalog(agent, context)[1])
+    return generation_cache(services.RESUMES_CACHE).get(key, compute)
+
+
+def catalog_fingerprint(agent, context: CallContext) -> str:
+    """`catalog(...)[1]`, memoised (`_catalog_memo`)."""
+    return _catalog_memo(agent, context)[0]
+
+
+def header_bound_schemas(caller: services.Caller) -> dict[str, Any]:
+    """The input schemas of the caller's tools that bind an argument to an `Mcp-Param-*` header (`x-mcp-header`,
+    which a tool bridged from another MCP server may carry), by name. The stateless (2026-07-28) entry checks a
+    tools/call's headers against its tool's schema; every other tool has nothing to check, so no catalog is built
+    per call. An invalid context has none (the call itself is refused with the reason)."""
+    try:
+        return _catalog_memo(caller.agent, call_context(session_context(caller)))[1]
+    except ApplicationError:
+        return {}
+
+
+def tool_input_schema(name: str) -> dict | None:
+    """The SDK's `get_tool_input_schema`: the schema the current request's `Mcp-Param-*` headers are checked against
+    (None: the tool binds no header, nothing to check)."""
+    caller = current_caller.get()
+    return caller.header_bound_schemas.get(name) if caller is not None else None
 
 
 def _list_sync(caller: services.Caller) -> list[dict]:
@@ -95,10 +127,12 @@ def _list_sync(caller: services.Caller) -> list[dict]:
 
 
 async def list_tools(ctx, params) -> types.ListToolsResult:
-    """tools/list: the REST catalog of this agent and context (recorded as what the session now knows)."""
+    """tools/list: the REST catalog of this agent and context (recorded as what the session now knows), in name
+    order. Catalogs are per agent and user: clients may reuse one for GOCLAW_MCP_LIST_TTL_MS, never across callers."""
     tools = await in_thread(_list_sync, caller_of(ctx))
-    return types.ListToolsResult(tools=[types.Tool(name=t["name"], description=t["description"],
-                                                   input_schema=t["parameters"]) for t in tools])
+    return types.ListToolsResult(tools=[types.Tool(name=t["name"], description=t["description"], input_schema=t["parameters"])
+                                        for t in sorted(tools, key=lambda t: t["name"])],
+                                 ttl_ms=settings.MCP_LIST_TTL_MS, cache_scope="private")
 
 
 def catalog_changed(caller: services.Caller) -> bool:
@@ -169,8 +203,10 @@ async def wait_for_decision(ctx, *, agent, approval_id, arguments, seconds: floa
 
 
 async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
-    """tools/call: the pipeline's outcome as a result; an `ask` waits for the person (see `wait_for_decision`), and
-    a call still pending at GOCLAW_MCP_APPROVAL_WAIT is kept sealed for the resumption tools."""
+    """tools/call: the pipeline's outcome as a result. An `ask` is answered at once when the request carries a way
+    to (`answer_pending`: a task, when the client declared the tasks extension); otherwise it waits for the person
+    (see `wait_for_decision`), and a call still pending at GOCLAW_MCP_APPROVAL_WAIT is kept sealed for the
+    resumption tools."""
     caller = caller_of(ctx)
     meta = (ctx.params or {}).get("_meta")
     try:
@@ -187,6 +223,9 @@ async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolR
     approval_id = outcome.extra.get("approval_id")
     if outcome.status != "pending_approval" or not approval_id:
         return tool_result(outcome)
+    answer = answer_pending.get()
+    if answer is not None:  # a task (mcp_app.server.tasks): the client declared that extension
+        return await answer(ctx, caller, approval_id=approval_id, arguments=arguments)
     decided = await wait_for_decision(ctx, agent=caller.agent, approval_id=approval_id, arguments=arguments,
                                       seconds=settings.MCP_APPROVAL_WAIT)
     if decided is not None:
@@ -214,14 +253,6 @@ async def resume_tool(ctx, caller: services.Caller, name: str, arguments: dict) 
     return tool_result(decided)
 
 
-class GoclawMCPServer(Server):
-    """The low-level SDK server with goclaw's handlers; announces `tools.listChanged`."""
-
-    def create_initialization_options(self, notification_options=None, experimental_capabilities=None, extensions=None):
-        return super().create_initialization_options(notification_options or NotificationOptions(tools_changed=True),
-                                                     experimental_capabilities, extensions)
-
-
 def contained(handler):
     """`handler` with its unexpected failures logged and answered by a generic JSON-RPC internal error: the SDK
     would send the exception's own text (internal names, SQL, paths) to the client."""
@@ -237,8 +268,8 @@ def contained(handler):
     return run
 
 
-def build_server() -> GoclawMCPServer:
-    """The SDK server goclaw's session manager runs."""
-    return GoclawMCPServer("goclaw", version="1", on_list_tools=contained(list_tools), on_call_tool=contained(call_tool),
-                           instructions="goclaw: this agent's governed tools. Calls a person must approve may answer "
-                                        f"with an approval id; resume them with {WAIT_TOOL}.")
+# How the tools/call being served answers a call that waits for a person without waiting for the decision, set per
+# request by an extension's middleware: the tasks extension (mcp_app.server.tasks) answers with a task when the
+# client declared it. None: the call waits (`wait_for_decision`).
+answer_pending: ContextVar[Callable[..., Awaitable[types.CallToolResult]] | None] = ContextVar(
+    "goclaw_mcp_answer_pending", default=None)

@@ -48,6 +48,16 @@ class RevivingSessionManager(StreamableHTTPSessionManager):
         super().__init__(*args, **kwargs)
         self.connections: dict[str, Connection] = {}
 
+    @property
+    def json_response(self) -> bool:
+        """The stateless (2026-07-28) entry's JSON-or-SSE choice, made per request (`json_answer`) like the
+        session transports'."""
+        return json_answer.get()
+
+    @json_response.setter
+    def json_response(self, value: bool) -> None:
+        pass  # fixed per request
+
     async def serve(self, scope, receive, send, *, session: MCPServerSession | None) -> None:
         """Handle one authorized request; `session` is the row its session id names (already checked to be the
         caller's)."""

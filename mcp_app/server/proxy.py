@@ -19,7 +19,8 @@ from mcp_app.server.security import origin_allowed
 logger = logging.getLogger("goclaw.mcp.server")
 
 FORWARDED_REQUEST_HEADERS = ("authorization", "content-type", "accept", "mcp-session-id", "mcp-protocol-version",
-                             "last-event-id", "x-request-id", "origin")
+                             "mcp-method", "mcp-name", "last-event-id", "x-request-id", "origin")
+FORWARDED_REQUEST_PREFIXES = ("x-goclaw-", "mcp-param-")  # call context; arguments mirrored into headers (2026-07-28)
 FORWARDED_RESPONSE_HEADERS = ("content-type", "mcp-session-id", "www-authenticate", "cache-control", "allow")
 CHUNK = 65536
 
@@ -31,7 +32,7 @@ def _upstream_host() -> str:
 
 def _headers(request) -> dict[str, str]:
     forwarded = {name: value for name, value in request.headers.items()
-                 if name.lower() in FORWARDED_REQUEST_HEADERS or name.lower().startswith("x-goclaw-")}
+                 if name.lower() in FORWARDED_REQUEST_HEADERS or name.lower().startswith(FORWARDED_REQUEST_PREFIXES)}
     return {**forwarded, "Host": request.get_host()}  # validated by Django against ALLOWED_HOSTS
 
 

@@ -1,25 +1,30 @@
-"""The MCP endpoint's state in PostgreSQL: client sessions (any process serves any session) and calls awaiting
-resumption after an approval (their exact arguments sealed). Every function here is synchronous ORM code; the
-ASGI side calls it through `mcp_app.server.handlers.in_thread`."""
+"""The MCP endpoint's state in PostgreSQL: client sessions (any process serves any session), calls awaiting
+resumption after an approval (their exact arguments sealed) and tasks (calls waiting for a person, answered as MCP
+tasks: `mcp_app.server.tasks`). Every function here is synchronous ORM code; the ASGI side calls it through
+`mcp_app.server.handlers.in_thread`."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+import uuid
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Q
+from django.db.models.functions import Greatest
 from django.utils import timezone
+from mcp_types import INTERNAL_ERROR
 
 from goclaw import crypto
 from goclaw.db import pg_json, pg_text
-from goclaw.errors import Gone, NotFound
+from goclaw.errors import Conflict, Gone, NotFound
 from goclaw.generations import generation_bump, generation_cache
-from mcp_app.models import MCPApprovalResume, MCPServerSession
+from mcp_app.models import MCPApprovalResume, MCPServerSession, MCPTask, MCPTaskStatus
 from tools_app.choices import ApprovalStatus
 from tools_app.models import Agent, AgentToken, ApprovalRequest
-from tools_app.services.agents import token_authenticate
+from tools_app.services.agents import token_authenticate_cached
+from tools_app.services.approvals.requests import approval_cancel, approval_timeout
 
 RESUMES_CACHE = "mcp_server_resumes"  # generation bumped when calls awaiting resumption appear or go
 SESSIONS_CACHE = "mcp_server_sessions"  # generation bumped when sessions end (processes drop the rows they keep)
@@ -36,6 +41,8 @@ class Caller:
     session: MCPServerSession | None
     header_context: dict[str, Any]
     catalog_changed: bool = False  # a tools/call whose session must first be told its catalog changed (claimed)
+    # a stateless tools/call: its tools' input schemas that bind arguments to `Mcp-Param-*` headers, by tool name
+    header_bound_schemas: dict[str, Any] = field(default_factory=dict)
 
     @property
     def agent(self) -> Agent:
@@ -56,9 +63,10 @@ def _session_load(session_id: str) -> MCPServerSession:
 def request_authorize(*, raw_token: str | None, session_id: str | None) -> tuple[AgentToken | None, MCPServerSession | None]:
     """The active token for `raw_token` (None: refuse with 401) and, when a session id is named, that session if it
     exists and belongs to the token's agent (None: answer 404, as if unknown). The token is checked on every
-    request, so a revoked token is refused mid-session at once; session rows are kept per process until a session
-    ends anywhere (SESSIONS_CACHE), so a request costs one query."""
-    token = token_authenticate(raw_token) if raw_token else None
+    request from the per-process token cache the REST API uses (`token_authenticate_cached`: a revocation is seen
+    at once here and within a second by every other process); session rows are kept per process until a session
+    ends anywhere (SESSIONS_CACHE), so a request usually costs no query."""
+    token = token_authenticate_cached(raw_token) if raw_token else None
     if token is None or session_id is None:
         return token, None
     if not 0 < len(session_id) <= SESSION_ID_MAX or not session_id.isascii():
@@ -78,12 +86,27 @@ def request_authorize(*, raw_token: str | None, session_id: str | None) -> tuple
 
 @transaction.atomic
 def session_open(*, session_id: str, token: AgentToken, context: dict, protocol_version: str,
-                 client_info: Any) -> MCPServerSession:
-    """Record the session an initialize request opened, for the agent whose token opened it."""
+                 client_info: Any, capabilities: Any = None) -> MCPServerSession:
+    """Record the session an initialize request opened, for the agent whose token opened it, with the extensions
+    its client declared (any process serving the session knows them: a revived connection has no handshake)."""
     now = timezone.now()
     return MCPServerSession.objects.create(
         session_id=session_id, agent_id=token.agent_id, token=token, context=pg_json(context),
-        protocol_version=protocol_version[:32], client_info=_client_info(client_info), last_seen_at=now)
+        protocol_version=protocol_version[:32], client_info=_client_info(client_info),
+        extensions=declared_extensions(capabilities), last_seen_at=now)
+
+
+EXTENSIONS_MAX, EXTENSION_ID_MAX = 16, 128
+
+
+def declared_extensions(capabilities: Any) -> list[str]:
+    """The extension identifiers a client's capabilities (`{"extensions": {id: settings}}`) declare: a few short
+    strings, whatever the client sent."""
+    extensions = capabilities.get("extensions") if isinstance(capabilities, dict) else None
+    if not isinstance(extensions, dict):
+        return []
+    return [key for key in extensions if isinstance(key, str) and 0 < len(key) <= EXTENSION_ID_MAX
+            and key.isascii() and key.isprintable()][:EXTENSIONS_MAX]
 
 
 def _client_info(raw: Any) -> dict[str, str]:
@@ -126,8 +149,9 @@ def sessions_for_watch(session_ids: list[str]) -> list[MCPServerSession]:
 
 @transaction.atomic
 def sessions_purge_idle() -> int:
-    """Forget sessions idle longer than GOCLAW_MCP_SESSION_IDLE_SECONDS, and erase resumable calls whose approval
-    can no longer run (decided against, expired, used). The django-q2 schedule runs this."""
+    """Forget sessions idle longer than GOCLAW_MCP_SESSION_IDLE_SECONDS, erase resumable calls whose approval
+    can no longer run (decided against, expired, used), and purge tasks (`tasks_purge`). The django-q2 schedule
+    runs this."""
     cutoff = timezone.now() - timedelta(seconds=settings.MCP_SESSION_IDLE_SECONDS)
     sessions, _ = MCPServerSession.objects.filter(last_seen_at__lt=cutoff).delete()
     if sessions:
@@ -137,7 +161,7 @@ def sessions_purge_idle() -> int:
     resumes, _ = MCPApprovalResume.objects.exclude(runnable).delete()
     if resumes:
         generation_bump(RESUMES_CACHE)
-    return sessions + resumes
+    return sessions + resumes + tasks_purge()
 
 
 # --- calls awaiting resumption -------------------------------------------------------------------------------
@@ -179,3 +203,93 @@ def resume_erase(*, approval_id) -> None:
 def resume_waiting(agent: Agent) -> bool:
     """Whether this agent has calls awaiting resumption over MCP (then the two helper tools are listed)."""
     return MCPApprovalResume.objects.filter(agent=agent).exists()
+
+
+# --- tasks (the io.modelcontextprotocol/tasks extension: mcp_app.server.tasks) -------------------------------
+TASK_RUN_STALE_SECONDS = 2 * 3600  # `running` this long: its process stopped mid-run, the outcome is unknown
+WORKING, RUNNING = MCPTaskStatus.WORKING, MCPTaskStatus.RUNNING
+
+
+def task_retention() -> timedelta:
+    """How long a task is kept once it can no longer change (GOCLAW_MCP_TASK_TTL_SECONDS, 1 h by default)."""
+    return timedelta(seconds=settings.MCP_TASK_TTL_SECONDS)
+
+
+def task_seal_context(task_id, agent_id, what: str) -> str:
+    """Associated data of a task's sealed `arguments` or `result`: they open only for this task and agent."""
+    return f"mcp_app.mcptask.{what}:{task_id}:{agent_id}"
+
+
+@transaction.atomic
+def task_create(*, agent: Agent, approval_id, arguments: Any) -> MCPTask:
+    """The task of this agent's call that waits for a person (approval `approval_id`), its exact arguments sealed.
+    Kept while the approval can be decided and then run, and the retention after that."""
+    approval = ApprovalRequest.objects.get(pk=approval_id, agent=agent)
+    task_id, now = uuid.uuid4(), timezone.now()
+    sealed = crypto.encrypt_json(arguments, associated_data=task_seal_context(task_id, agent.pk, "arguments"))
+    keep = approval.expires_at + approval_timeout(agent.other_config or {}) + task_retention()
+    return MCPTask.objects.create(id=task_id, agent=agent, approval=approval, tool_name=approval.tool_name,
+                                  sealed_arguments=sealed, created_at=now, updated_at=now, expires_at=keep)
+
+
+def task_get(*, task_id, agent: Agent) -> MCPTask | None:
+    """This agent's task with its approval (None: unknown, another agent's, or expired)."""
+    return (MCPTask.objects.select_related("approval")
+            .filter(pk=task_id, agent=agent, expires_at__gt=timezone.now()).first())
+
+
+def task_claim(*, task: MCPTask) -> bool:
+    """working → running, true for exactly one caller in any process: that one runs the approved call."""
+    return bool(MCPTask.objects.filter(pk=task.pk, status=WORKING).update(status=RUNNING, updated_at=timezone.now()))
+
+
+def task_arguments(task: MCPTask) -> Any:
+    """The exact arguments of a task's call (crypto.DecryptionError: the key changed, or they were erased)."""
+    return crypto.decrypt_json(task.sealed_arguments,
+                               associated_data=task_seal_context(task.pk, task.agent_id, "arguments"))
+
+
+def task_result(task: MCPTask) -> dict:
+    """A completed task's tools/call result (crypto.DecryptionError: the key changed)."""
+    return crypto.decrypt_json(task.sealed_result, associated_data=task_seal_context(task.pk, task.agent_id, "result"))
+
+
+def task_finish(*, task: MCPTask, expected: str, status: str, result: dict | None = None, error: dict | None = None,
+                message: str = "") -> bool:
+    """The task moves from `expected` to the final `status` (conditionally: one finisher wins): its arguments are
+    erased, its result sealed, and it is kept for the retention from now."""
+    now = timezone.now()
+    sealed = "" if result is None else crypto.encrypt_json(
+        result, associated_data=task_seal_context(task.pk, task.agent_id, "result"))
+    return bool(MCPTask.objects.filter(pk=task.pk, status=expected).update(
+        status=status, status_message=pg_text(message)[:500], sealed_arguments="", sealed_result=sealed,
+        error=pg_json(error), updated_at=now, expires_at=Greatest(F("expires_at"), now + task_retention())))
+
+
+@transaction.atomic
+def task_cancel(*, task_id, agent: Agent) -> bool:
+    """The client cancels this agent's task (False: no such task). One still waiting for its person is cancelled
+    with its approval, so the call can never run; one running or finished stays as it is (cancel is idempotent)."""
+    task = task_get(task_id=task_id, agent=agent)
+    if task is None:
+        return False
+    if task_finish(task=task, expected=WORKING, status=MCPTaskStatus.CANCELLED, message="cancelled by the client"):
+        try:
+            approval_cancel(approval_id=task.approval_id, agent=agent)
+        except (Conflict, NotFound):
+            pass  # decided meanwhile: the claim that runs a task needs `working`, so this one never runs
+    return True
+
+
+@transaction.atomic
+def tasks_purge() -> int:
+    """Fail tasks whose process stopped mid-run (after TASK_RUN_STALE_SECONDS; whether the call ran is in the
+    audit log) and forget expired tasks."""
+    now = timezone.now()
+    MCPTask.objects.filter(status=RUNNING, updated_at__lt=now - timedelta(seconds=TASK_RUN_STALE_SECONDS)).update(
+        status=MCPTaskStatus.FAILED, sealed_arguments="", updated_at=now, expires_at=now + task_retention(),
+        status_message="the server running this call stopped before it finished",
+        error={"code": INTERNAL_ERROR, "message": "the server running this call stopped before it finished; whether "
+                                                  "it ran is in goclaw's audit log"})
+    purged, _ = MCPTask.objects.filter(expires_at__lte=now).exclude(status=RUNNING).delete()
+    return purged

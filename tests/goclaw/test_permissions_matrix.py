@@ -26,7 +26,10 @@ from tests.factories import make_person
 
 pytestmark = pytest.mark.django_db
 
-EXCLUDED_PATHS = ("healthz", "api/schema/", "api/docs/", "mcp")  # public / agent-only / documented elsewhere
+EXCLUDED_PATHS = ("healthz", "api/schema/", "api/docs/", "mcp",  # public / agent-only / documented elsewhere
+                  # OAuth's machine endpoints are public by their RFCs (oauth/authorize, a person's page, stays covered)
+                  ".well-known/oauth-protected-resource", ".well-known/oauth-protected-resource/mcp",
+                  ".well-known/oauth-authorization-server", "oauth/token", "oauth/register", "oauth/revoke")
 API_METHODS = ("get", "post", "put", "patch", "delete")
 PAGE_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 DUMMY = str(uuid.UUID(int=0x7A5E))  # any syntactically valid id: the permission check runs before the lookup

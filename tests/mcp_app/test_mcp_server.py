@@ -97,7 +97,10 @@ def agent_with_token(**fields):
 
 
 def client(url: str, token: str, **kwargs) -> Client:
+    """The SDK's client with the agent's token, in the session era (initialize) unless `mode` says otherwise: the
+    stateless era (2026-07-28) has its own tests (test_mcp_server_stateless.py)."""
     headers = {"Authorization": f"Bearer {token}", **kwargs.pop("headers", {})}
+    kwargs.setdefault("mode", "legacy")
     return Client(streamable_http_client(url, http_client=httpx_client(headers)), **kwargs)
 
 
@@ -204,10 +207,14 @@ def test_a_denied_call_and_an_unknown_tool_are_error_results_not_protocol_errors
 def test_unauthenticated_requests_get_401_with_the_error_envelope(server):
     response = httpx.post(server.url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
     assert response.status_code == 401
-    assert response.headers["www-authenticate"] == 'Bearer realm="goclaw"'
+    challenge = response.headers["www-authenticate"]
+    assert challenge.startswith('Bearer realm="goclaw", resource_metadata="') and "error=" not in challenge
+    metadata = httpx.get(challenge.split('resource_metadata="')[1].split('"')[0]).json()
+    assert metadata["resource"] == server.url and metadata["authorization_servers"]  # RFC 9728: where to authorize
     assert response.json()["error"]["code"] == "not_authenticated"
     wrong = httpx.post(server.url, json={}, headers={"Authorization": "Bearer gclw_nope_nope"})
     assert wrong.status_code == 401 and wrong.json()["error"]["code"] == "not_authenticated"
+    assert 'error="invalid_token"' in wrong.headers["www-authenticate"]
 
 
 def test_two_agents_on_one_server_see_only_their_own_catalogs_and_sessions(server):
@@ -260,13 +267,18 @@ def test_a_revoked_token_is_refused_mid_session(server):
         async with client(server.url, token) as c:
             assert (await c.call_tool("datetime", {})).is_error is False
             await asyncio.to_thread(lambda: token_revoke(token=AgentToken.objects.get(agent=agent)))
-            async with httpx.AsyncClient() as raw:  # what the client's next request gets
-                return await raw.post(server.url, json={"jsonrpc": "2.0", "id": 3, "method": "tools/list"},
-                                      headers={"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream",
-                                               "Mcp-Session-Id": await asyncio.to_thread(session_of, agent)})
+            return await asyncio.to_thread(session_of, agent)
 
-    refused = run(session())
-    assert refused.status_code == 401 and refused.json()["error"]["code"] == "not_authenticated"
+    session_id = run(session())
+
+    def refused():  # the client's next request, once the revocation reached the server process (within a second)
+        answer = httpx.post(server.url, json={"jsonrpc": "2.0", "id": 3, "method": "tools/list"},
+                            headers={"Authorization": f"Bearer {token}", "Mcp-Session-Id": session_id,
+                                     "Accept": "application/json, text/event-stream"})
+        return answer if answer.status_code == 401 else None
+
+    answer = wait_until(refused, timeout=PROPAGATION_SECONDS + 5, message="the revoked token refused")
+    assert answer.json()["error"]["code"] == "not_authenticated"
 
 
 def test_a_session_opened_on_one_process_is_served_by_another(servers):

@@ -8,3 +8,4 @@ from tools_app.admin import context_files  # noqa: F401,E402
 from tools_app.admin import memory  # noqa: F401,E402
 from tools_app.admin import skills  # noqa: F401,E402
 from tools_app.admin import notifications  # noqa: F401,E402
+from tools_app.admin import oauth  # noqa: F401,E402

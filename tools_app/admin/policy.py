@@ -5,7 +5,7 @@ from django.contrib import admin
 
 from tools_app.admin.base import CheckedForm, ServiceAdmin
 from tools_app.models import ToolPolicy, ToolProfile
-from tools_app.services.policy import (SpecCheck, policy_spec_check, tool_policy_delete, tool_policy_save,
+from tools_app.services.policy import (SpecCheck, policy_content_check, policy_spec_check, tool_policy_delete, tool_policy_save,
                                        tool_profile_check, tool_profile_delete, tool_profile_save)
 
 
@@ -16,7 +16,10 @@ class ToolPolicyForm(CheckedForm):
 
     def run_check(self) -> SpecCheck:
         data = self.cleaned_data
-        return policy_spec_check(allow=data.get("allow", []), deny=data.get("deny", []), also_allow=data.get("also_allow", []))
+        check = policy_spec_check(allow=data.get("allow", []), deny=data.get("deny", []), also_allow=data.get("also_allow", []))
+        for kind in ("resources", "prompts"):
+            policy_content_check(kind, data.get(kind), check=check)
+        return check
 
 
 class ToolProfileForm(CheckedForm):

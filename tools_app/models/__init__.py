@@ -7,6 +7,7 @@ from tools_app.models.invocations import AuditEvent, RateLimitBucket, StoredTool
 from tools_app.models.policy import ToolPolicy, ToolProfile
 from tools_app.models.notifications import NotificationChannel, NotificationDelivery  # noqa: F401,E402
 from tools_app.models import context_files, memory, skills  # noqa: F401,E402  (P10: their models register on import)
+from tools_app.models.oauth import OAuthAuthorizationCode, OAuthClient, OAuthGrant, OAuthRefreshToken  # noqa: F401,E402
 
 __all__ = ["Agent", "AgentToken", "AuditEvent", "RateLimitBucket", "StoredToolOutput", "ToolInvocation",
            "ToolPolicy", "ToolProfile",

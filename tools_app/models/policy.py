@@ -22,7 +22,8 @@ class ToolProfile(models.Model):
 
 
 class ToolPolicy(models.Model):
-    """One policy spec at one scope. Lists hold tool names or `group:<name>` entries."""
+    """One policy spec at one scope. Lists hold tool names or `group:<name>` entries; `resources` and `prompts` hold
+    the URI / name globs that govern what an MCP client reads and gets (tools_app.policy.content_rules)."""
 
     scope = models.CharField(max_length=20, choices=PolicyScope.choices)
     agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.CASCADE, related_name="tool_policies")
@@ -32,6 +33,12 @@ class ToolPolicy(models.Model):
     allow = models.JSONField(default=list, blank=True)
     deny = models.JSONField(default=list, blank=True)
     also_allow = models.JSONField(default=list, blank=True)
+    # What an MCP client may read and get besides tools (docs/policy.md "Resources and prompts"): {"allow": [globs],
+    # "deny": [globs]} of resource URIs / prompt names. Empty: the agent's own data, all of it.
+    resources = models.JSONField(default=dict, blank=True,
+                                 help_text='MCP resources by URI glob: {"allow": ["goclaw://memory/*"], "deny": […]}')
+    prompts = models.JSONField(default=dict, blank=True,
+                               help_text='MCP prompts (skills by slug): {"allow": ["pdf-*"], "deny": ["internal-*"]}')
     enabled = models.BooleanField(default=True)
     note = models.CharField(max_length=300, blank=True)
     updated_at = models.DateTimeField(auto_now=True)

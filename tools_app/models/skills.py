@@ -25,6 +25,9 @@ class Skill(models.Model):
     files = models.JSONField(default=dict, blank=True,
                              help_text="the skill directory's other text files: relative path → text")
     tags = models.JSONField(default=list, blank=True)
+    arguments = models.JSONField(default=list, blank=True,
+                                 help_text='declared in front matter: [{"name", "description", "required"}] '
+                                           '(the skill as an MCP prompt; {{name}} in the text takes the value)')
     version = models.PositiveIntegerField(default=1, help_text="incremented on every re-publish or edit")
     enabled = models.BooleanField(default=True)
     agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.CASCADE, related_name="skills",

@@ -27,6 +27,7 @@ from tools_app.services.policy import actor_name
 logger = logging.getLogger(__name__)
 TOKEN_PREFIX = "gclw"
 _PREFIX_ALPHABET = string.ascii_lowercase + string.digits
+_PREFIX_CHARS = frozenset(_PREFIX_ALPHABET)
 TOKENS_CACHE = "agent_tokens"  # generation bumped when a token or an agent changes or goes (see token_cache_changed)
 TOKEN_CACHE_SECONDS = 5.0  # a cached authentication is read again from the database at least this often
 
@@ -154,8 +155,8 @@ def _token_digest(raw: str) -> str | None:
     if len(raw) > 200:
         return None
     parts = raw.split("_", 2)
-    if len(parts) != 3 or parts[0] != TOKEN_PREFIX or not parts[1]:
-        return None
+    if len(parts) != 3 or parts[0] != TOKEN_PREFIX or not parts[1] or not set(parts[1]) <= _PREFIX_CHARS:
+        return None  # a prefix goclaw never issues (NUL, spaces …) never reaches the database
     return _hash(raw)
 
 

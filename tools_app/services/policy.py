@@ -1,6 +1,7 @@
 """Tool policies, profiles and permissions: their checks (malformed entries are errors, unknown names are warnings,
-since an MCP server or custom tool may register them later) and their only writers, which also invalidate every
-process's catalogs (tools_app.policy.policy_changed) inside the writing transaction."""
+since an MCP server or custom tool may register them later; the same for the `resources` / `prompts` sections) and
+their only writers, which also invalidate every process's catalogs (tools_app.policy.policy_changed) inside the
+writing transaction."""
 from __future__ import annotations
 
 import logging
@@ -68,6 +69,44 @@ def policy_spec_check(*, allow: Any, deny: Any, also_allow: Any, reg: ToolRegist
     return check
 
 
+CONTENT_PATTERNS_MAX = 100
+CONTENT_PATTERN_MAX_CHARS = 500
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+_URI_PREFIX = "goclaw://"
+
+
+def policy_content_check(kind: str, value: Any, *, check: SpecCheck | None = None) -> SpecCheck:
+    """A spec's `resources` or `prompts` section: empty, or {"allow": [globs], "deny": [globs]} (resource URIs such
+    as goclaw://memory/*, prompt names such as pdf-*). A resource pattern that cannot match a goclaw URI is a
+    warning (it restricts nothing, or in an allow list everything)."""
+    check = check or SpecCheck()
+    if value is None or value == {}:
+        return check
+    if not isinstance(value, dict):
+        check.errors.append(f'{kind}: must be an object {{"allow": [patterns], "deny": [patterns]}}')
+        return check
+    for key in sorted(set(value) - {"allow", "deny"}, key=str):
+        check.errors.append(f"{kind}: unknown key {str(key)[:40]!r} (only allow and deny)")
+    for key in ("allow", "deny"):
+        patterns = value.get(key, [])
+        where = f"{kind}.{key}"
+        if not isinstance(patterns, list):
+            check.errors.append(f"{where}: must be a list of patterns")
+            continue
+        if len(patterns) > CONTENT_PATTERNS_MAX:
+            check.errors.append(f"{where}: at most {CONTENT_PATTERNS_MAX} patterns")
+        for pattern in patterns:
+            if not isinstance(pattern, str) or not pattern.strip():
+                check.errors.append(f"{where}: {pattern!r} is not a non-empty string")
+            elif len(pattern) > CONTENT_PATTERN_MAX_CHARS or _CONTROL_RE.search(pattern):
+                check.errors.append(f"{where}: {pattern[:60]!r} is longer than {CONTENT_PATTERN_MAX_CHARS} characters "
+                                    "or holds control characters")
+            elif kind == "resources" and not pattern.startswith(_URI_PREFIX) and pattern[0] not in "*?[":
+                check.warnings.append(f"{where}: {pattern[:60]!r} matches no resource (their URIs start with "
+                                      f"{_URI_PREFIX}context/ or {_URI_PREFIX}memory/)")
+    return check
+
+
 def tool_profile_check(tools: Any) -> SpecCheck:
     """A profile's list may hold `*` (every tool)."""
     return policy_list_check("tools", tools, allow_star=True)
@@ -112,6 +151,8 @@ def actor_name(actor) -> str:
 def tool_policy_save(*, actor, policy: ToolPolicy) -> tuple[ToolPolicy, list[str]]:
     """Create or update one policy spec; malformed lists are a ValidationError, unknown names come back as warnings."""
     check = policy_spec_check(allow=policy.allow, deny=policy.deny, also_allow=policy.also_allow)
+    for kind in ("resources", "prompts"):
+        policy_content_check(kind, getattr(policy, kind), check=check)
     return policy, _checked_save(policy, check, actor=actor, code="invalid_tool_policy", what="tool policy")
 
 

@@ -30,6 +30,11 @@ FILE_MAX_BYTES = 256 * 1024
 FILES_MAX = 64
 FILES_TOTAL_MAX_BYTES = 2 * 1024 * 1024
 FILE_PATH_MAX_CHARS = 500
+ARGUMENTS_MAX = 20
+ARGUMENT_DESCRIPTION_MAX_CHARS = 300
+_ARGUMENT_NAME = r"[A-Za-z][A-Za-z0-9_-]{0,39}"
+_ARGUMENT_NAME_RE = re.compile(rf"^{_ARGUMENT_NAME}$")
+_ARGUMENT_RE = re.compile(rf"^({_ARGUMENT_NAME})(\?)?[ \t]*(?::[ \t]*(.*))?$")
 # What staff may change through the API and the admin (the slug and name stay what the publisher chose).
 EDITABLE = ("description", "tags", "content", "enabled", "agent")
 _CONTENT_FIELDS = ("description", "tags", "content")
@@ -76,6 +81,44 @@ def skill_tags_normalize(tags: Any) -> list[str]:
         out.append(tag)
     if len(out) > TAGS_MAX:
         raise SkillInvalid(f"a skill has at most {TAGS_MAX} tags", details={"tags": f"at most {TAGS_MAX}"})
+    return out
+
+
+def skill_arguments_normalize(arguments: Any) -> list[dict[str, Any]]:
+    """The arguments a skill declares (what it takes as an MCP prompt), as stored: [{"name", "description",
+    "required"}]. Takes SKILL.md's strings — "topic: what to summarise", "audience?: …" (optional), or a
+    comma-separated string of names — or stored mappings. Raises SkillInvalid naming the problem."""
+    if arguments is None:
+        return []
+    if isinstance(arguments, str):
+        arguments = [part for part in arguments.split(",") if part.strip()]
+    if not isinstance(arguments, (list, tuple)):
+        raise SkillInvalid("arguments must be a list", details={"arguments": "must be a list"})
+    if len(arguments) > ARGUMENTS_MAX:
+        raise SkillInvalid(f"a skill declares at most {ARGUMENTS_MAX} arguments", details={"arguments": f"at most {ARGUMENTS_MAX}"})
+    out: list[dict[str, Any]] = []
+    for item in arguments:
+        if isinstance(item, str):
+            match = _ARGUMENT_RE.match(item.strip())
+            if match is None:
+                raise SkillInvalid(f"argument {item.strip()[:60]!r}: expected 'name: description' (a name of letters, "
+                                   "digits, - and _, at most 40; 'name?' for an optional one)",
+                                   details={"arguments": "name: description"})
+            name, description, required = match.group(1), (match.group(3) or "").strip(), not match.group(2)
+        elif isinstance(item, dict) and isinstance(item.get("name"), str) and _ARGUMENT_NAME_RE.match(item["name"]):
+            name, description, required = item["name"], item.get("description") or "", item.get("required", True)
+            if not isinstance(description, str) or not isinstance(required, bool):
+                raise SkillInvalid(f"argument {name}: description is text and required true or false",
+                                   details={"arguments": "description text, required true or false"})
+        else:
+            raise SkillInvalid("each argument is 'name: description' or {name, description, required}",
+                               details={"arguments": "name: description"})
+        if len(description) > ARGUMENT_DESCRIPTION_MAX_CHARS or "\n" in description or _CONTROL_RE.search(description):
+            raise SkillInvalid(f"argument {name}: the description is one line of at most "
+                               f"{ARGUMENT_DESCRIPTION_MAX_CHARS} characters", details={"arguments": "description too long"})
+        if any(seen["name"] == name for seen in out):
+            raise SkillInvalid(f"argument {name} is declared twice", details={"arguments": "declared twice"})
+        out.append({"name": name, "description": description, "required": required})
     return out
 
 
@@ -149,12 +192,15 @@ def _differs(skill: Skill, key: str, value: Any) -> bool:
 # --- writes --------------------------------------------------------------------------------------------------------
 @transaction.atomic
 def skill_publish(*, agent: Agent | None, name: str, description: str, content: str, tags: Iterable[str] = (),
-                  files: dict[str, str] | None = None, source_path: str = "", published_by: str = "") -> tuple[Skill, bool]:
-    """Create the skill `name` in `agent`'s scope (None: every agent's), or replace its content as the next version.
-    Returns (skill, created). An operator's enabled / disabled choice survives a re-publish."""
+                  files: dict[str, str] | None = None, source_path: str = "", published_by: str = "",
+                  arguments: Iterable[Any] = ()) -> tuple[Skill, bool]:
+    """Create the skill `name` in `agent`'s scope (None: every agent's), or replace its content (and the arguments it
+    declares) as the next version. Returns (skill, created). An operator's enabled / disabled choice survives a
+    re-publish."""
     files = dict(files or {})
     _check({"name": name, "description": description, "content": content, "files": files})
     tags = skill_tags_normalize(list(tags))
+    arguments = skill_arguments_normalize(list(arguments))
     slug = skill_slug_for(name)
     agent_id = agent.pk if agent is not None else None
     _lock(agent_id, slug)
@@ -166,6 +212,7 @@ def skill_publish(*, agent: Agent | None, name: str, description: str, content: 
         skill.version += 1
     skill.name, skill.description, skill.content = name.strip(), description.strip(), content
     skill.tags, skill.files, skill.source_path, skill.published_by = tags, files, source_path[:1024], published_by[:255]
+    skill.arguments = arguments
     skill.save()
     tools_changed()
     _announce("skill.published", skill)

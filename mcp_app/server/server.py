@@ -1,0 +1,30 @@
+"""The SDK server goclaw's MCP endpoint runs (`build_server`, used by the ASGI layer): the handlers of
+`mcp_app.server.handlers` (tools), `listen` (the stateless era's change notifications), `content` (resources and
+prompts) and the tasks extension (`tasks`). Each of those modules builds on `handlers`; this one puts them together,
+so none of them imports another's registration."""
+from __future__ import annotations
+
+from mcp.server.lowlevel.server import NotificationOptions, Server
+
+from mcp_app.server import tasks
+from mcp_app.server.handlers import WAIT_TOOL, call_tool, contained, list_tools, tool_input_schema
+from mcp_app.server.listen import listen
+
+
+class GoclawMCPServer(Server):
+    """The low-level SDK server with goclaw's handlers; announces `tools.listChanged` in the session era."""
+
+    def create_initialization_options(self, notification_options=None, experimental_capabilities=None, extensions=None):
+        return super().create_initialization_options(notification_options or NotificationOptions(tools_changed=True),
+                                                     experimental_capabilities, extensions)
+
+
+def build_server() -> GoclawMCPServer:
+    """The SDK server goclaw's session manager runs."""
+    server = GoclawMCPServer("goclaw", version="1", on_list_tools=contained(list_tools), on_call_tool=contained(call_tool),
+                             get_tool_input_schema=tool_input_schema, on_subscriptions_listen=contained(listen),
+                             instructions="goclaw: this agent's governed tools. Calls a person must approve may answer "
+                                          f"with an approval id (resume them with {WAIT_TOOL}), or with a task when "
+                                          f"the client declares the {tasks.TASKS} extension.")
+    tasks.install(server)
+    return server
