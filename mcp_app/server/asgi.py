@@ -32,6 +32,7 @@ from mcp_app.server import services  # noqa: E402
 from mcp_app.server.context import call_context, raw_context_from_headers  # noqa: E402
 from mcp_app.server.handlers import (catalog_changed, catalog_fingerprint, current_caller,  # noqa: E402
                                      header_bound_schemas, in_thread)
+from mcp_app.server import content  # noqa: E402
 from mcp_app.server.server import build_server  # noqa: E402
 from mcp_app.server.manager import RevivingSessionManager, json_answer, session_id_of  # noqa: E402
 from mcp_app.server.security import host_allowed, origin_allowed  # noqa: E402
@@ -234,6 +235,7 @@ class MCPApplication:
     def __init__(self) -> None:
         self.manager = RevivingSessionManager(build_server(), session_idle_timeout=settings.MCP_SESSION_IDLE_SECONDS)
         self.open_streams: Counter[str] = Counter()  # session id -> GET streams open in this process
+        self.content_seen: dict[str, dict[str, str]] = {}  # session id -> the list digests its stream was told
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "lifespan":
@@ -405,22 +407,27 @@ class MCPApplication:
 
     async def watch_catalogs(self) -> None:
         """Every second: sessions with a GET stream open here whose catalog changed since they listed it are sent
-        `notifications/tools/list_changed` (once per change, whichever process claims it)."""
+        `notifications/tools/list_changed` (once per change, whichever process claims it), and those whose prompts
+        or resources changed since the stream's first check the matching list_changed."""
         while True:
             await anyio.sleep(WATCH_SECONDS)
             watched = [sid for sid in self.open_streams if sid in self.manager.connections]
             if not watched:
+                self.content_seen.clear()
                 continue
             try:
                 changed = await in_thread(_changed_sessions, watched)
+                due = await in_thread(content.session_content_changes, watched, self.content_seen)
             except Exception:
                 logger.exception("MCP catalog watch failed")
                 continue
-            for sid in changed:
+            notices = [(sid, "notifications/tools/list_changed") for sid in changed]
+            notices += [(sid, method) for sid, methods in due.items() for method in methods]
+            for sid, method in notices:
                 connection = self.manager.connections.get(sid)
                 if connection is not None:
                     try:
-                        await connection.outbound.notify("notifications/tools/list_changed", None)
+                        await connection.outbound.notify(method, None)
                     except Exception:
                         logger.warning("could not notify MCP session %s", sid[:12])
 
