@@ -5,7 +5,6 @@ processes come from the session-era module's fixtures; the OAuth pages are drive
 from __future__ import annotations
 
 import json
-import uuid
 from urllib.parse import urlsplit
 
 import httpx
@@ -72,7 +71,7 @@ def test_duplicate_mcp_name_headers_do_not_let_a_call_run_under_another_name(ser
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize("version", ["2026-07-28\x0b", "x" * 5000, "2026-07-28, 2025-11-25", "DRAFT-2026-v1"])
+@pytest.mark.parametrize("version", ["2026-07-28 extra", "x" * 5000, "2026-07-28, 2025-11-25", "DRAFT-2026-v1"])
 def test_odd_protocol_versions_are_clean_refusals(server, version):
     _, token = agent_with_token()
     answer = httpx.post(server.url, json=request("tools/list"), timeout=30,
@@ -163,6 +162,56 @@ def test_a_listen_request_with_a_huge_subscription_list_is_bounded(server):
                 break
     assert ack["method"] == "notifications/subscriptions/acknowledged"
     assert len(ack["params"]["notifications"].get("resourceSubscriptions") or []) <= 100
+
+
+@pytest.mark.django_db(transaction=True)
+def test_one_token_cannot_hold_an_unbounded_number_of_listen_streams(server):
+    """Every listen stream polls the database through the process's shared worker threads each second: one agent
+    opening streams without bound starves every other agent's requests (and PostgreSQL's connections)."""
+    import asyncio
+
+    _, token = agent_with_token()
+    body = request("subscriptions/listen", 4, notifications={"toolsListChanged": True})
+    opened = 150
+
+    async def one(http, accepted: list, stop: asyncio.Event):
+        async with http.stream("POST", server.url, json=body, headers=modern_headers(token, "subscriptions/listen")) as answer:
+            if answer.status_code != 200:
+                accepted.append(False)
+                return
+            async for line in answer.aiter_lines():
+                if line.startswith("data:"):
+                    accepted.append(True)
+                    await stop.wait()
+                    return
+
+    async def flood():
+        accepted: list[bool] = []
+        stop = asyncio.Event()
+        limits = httpx.Limits(max_connections=opened + 5, max_keepalive_connections=0)
+        async with httpx.AsyncClient(timeout=httpx.Timeout(60, read=60), limits=limits) as http:
+            tasks = [asyncio.create_task(one(http, accepted, stop)) for _ in range(opened)]
+            while len(accepted) < opened and not any(t.done() and t.exception() for t in tasks):
+                await asyncio.sleep(0.05)
+            stop.set()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        return accepted
+
+    accepted = asyncio.run(flood())
+    assert len(accepted) == opened
+    assert not all(accepted), f"all {opened} listen streams of one token were accepted: no bound"
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("params", [{"name": "\ud800", "arguments": {}}, {"name": "datetime", "arguments": {"\ud800": "\udfff"}},
+                                    {"name": "datetime\u0000", "arguments": {}}])
+def test_lone_surrogates_and_nul_in_a_call_are_clean_json_rpc_errors(server, params):
+    _, token = agent_with_token()
+    raw = json.dumps(request("tools/call", 8, **params), ensure_ascii=True)
+    answer = httpx.post(server.url, content=raw.encode(), timeout=30,
+                        headers=modern_headers(token, "tools/call", "datetime"))
+    clean(answer)
+    assert answer.json()["id"] == 8
 
 
 # --- the main-port proxy ------------------------------------------------------------------------------------------
@@ -270,6 +319,13 @@ def test_hostile_prompt_names_are_not_found_never_a_database_error(name):
     _skill(agent, "Review")
     with pytest.raises(mcp_content.PromptNotFound):
         mcp_content.prompt_get(agent=agent, context=CallContext(), name=name, arguments={})
+
+
+def test_what_an_error_echoes_back_can_always_be_encoded():
+    from mcp_app.server.content import _echo
+
+    for value in ("goclaw://memory/\ud800", "a\udfffb", "x\x00y"):
+        _echo(value).encode("utf-8")
 
 
 # --- OAuth: a hostile page, client and person ---------------------------------------------------------------------
