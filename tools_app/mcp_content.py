@@ -102,6 +102,18 @@ class ResourceRef:
         return context_uri(self.key) if self.kind == "context" else memory_uri(self.key)
 
 
+_SLUG = re.compile(r"[-a-zA-Z0-9_]{1,100}")  # a skill slug (SlugField)
+
+
+def _plain_text(value: str) -> bool:
+    """Text that can be stored and sent: encodable as UTF-8 (no unpaired surrogates), no NUL."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return "\x00" not in value
+
+
 def context_uri(name: str) -> str:
     return CONTEXT_PREFIX + name
 
@@ -396,8 +408,8 @@ def _checked_arguments(declared: tuple[PromptArgument, ...], arguments: Any) -> 
             sum(len(v) for v in arguments.values()) > ARGUMENTS_TOTAL_MAX_CHARS:
         raise ContentRequestInvalid(f"argument values are at most {ARGUMENT_VALUE_MAX_CHARS} characters each, "
                                     f"{ARGUMENTS_TOTAL_MAX_CHARS} in all")
-    if any("\x00" in v for v in arguments.values()):
-        raise ContentRequestInvalid("argument values must not contain NUL")
+    if not all(_plain_text(k) and _plain_text(v) for k, v in arguments.items()):
+        raise ContentRequestInvalid("argument names and values must be text without NUL or unpaired surrogates")
     return dict(arguments)
 
 
@@ -408,7 +420,7 @@ def prompt_get(*, agent: Agent, context: CallContext, name: Any, arguments: Any 
     started = time.monotonic()
     audited = {"name": name if isinstance(name, str) else repr(name), "arguments": arguments}
     skill = None
-    if isinstance(name, str) and 0 < len(name) <= 100:
+    if isinstance(name, str) and _SLUG.fullmatch(name):  # what a skill's slug can be; nothing else reaches a query
         skill = skill_list_visible(agent.pk).filter(slug=name).first()
     if skill is None:
         _audit(agent, context, GET_TOOL, audited, InvocationStatus.ERROR, "no such prompt", started)

@@ -235,6 +235,7 @@ class MCPApplication:
     def __init__(self) -> None:
         self.manager = RevivingSessionManager(build_server(), session_idle_timeout=settings.MCP_SESSION_IDLE_SECONDS)
         self.open_streams: Counter[str] = Counter()  # session id -> GET streams open in this process
+        self.agent_streams: Counter[int] = Counter()  # agent pk -> GET and listen streams open in this process
         self.content_seen: dict[str, dict[str, str]] = {}  # session id -> the list digests its stream was told
 
     async def __call__(self, scope, receive, send) -> None:
@@ -320,6 +321,24 @@ class MCPApplication:
         scope["goclaw.caller"] = caller
         current_caller.set(caller)
         json_answer.set(message is not None and not caller.catalog_changed and not _wants_progress(message))
+        long_lived = scope["method"] == "GET" or (message is not None and message.get("method") == "subscriptions/listen")
+        if long_lived and self.agent_streams[caller.agent.pk] >= settings.MCP_MAX_STREAMS_PER_AGENT:
+            # every stream is checked every second in a worker thread: one agent must not hold the pool for all
+            await send_jsonrpc_error(send, 429, -32000, "too many open streams for this agent in this process "
+                                     f"(GOCLAW_MCP_MAX_STREAMS_PER_AGENT={settings.MCP_MAX_STREAMS_PER_AGENT}); "
+                                     "close one first", address=address)
+            return
+        self.agent_streams[caller.agent.pk] += long_lived
+        try:
+            await self.route(scope, receive, send, caller, message, stateless)
+        finally:
+            self.agent_streams[caller.agent.pk] -= long_lived
+            if self.agent_streams[caller.agent.pk] <= 0:
+                del self.agent_streams[caller.agent.pk]
+
+    async def route(self, scope, receive, send, caller: services.Caller, message: dict | None, stateless: bool) -> None:
+        """One authorized request to where it goes: a stateless exchange, a session opening, a session's GET
+        stream, or a session's POST / DELETE."""
         session = caller.session
         if stateless:  # one self-contained exchange; the SDK checks the headers against the body and the version
             await self.serve(scope, receive, send, None)

@@ -39,7 +39,7 @@ def request_context(ctx) -> CallContext:
 
 def _echo(value: Any) -> str:
     """A client value as an error's data may carry it back: bounded and scrubbed."""
-    text = value if isinstance(value, str) else repr(value)
+    text = (value if isinstance(value, str) else repr(value)).encode("utf-8", "replace").decode("utf-8")
     return default_scrubber.scrub(text[:mcp_content.URI_MAX_CHARS])[0]
 
 

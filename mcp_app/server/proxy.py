@@ -52,6 +52,9 @@ def mcp_proxy(request):
     try:
         upstream.request(request.method, "/mcp", body=body, headers=_headers(request))
         answer = upstream.getresponse()
+    except ValueError:  # a header value HTTP forbids (a line break) that a lenient front server let through
+        upstream.close()
+        return error_response(400, "invalid_header", "a forwarded header holds a character HTTP forbids (a line break)")
     except (OSError, http.client.HTTPException) as exc:  # down, or answering something that is not HTTP
         upstream.close()
         logger.error("MCP server unreachable on port %s: %s", settings.MCP_PORT, exc)
