@@ -288,6 +288,7 @@ MCP_IDLE_SECONDS = env_int("GOCLAW_MCP_IDLE_SECONDS", 900, minimum=10, maximum=8
 # request open, and after how long without a request a client session is forgotten.
 MCP_PORT = env_int("GOCLAW_MCP_PORT", PORT + 2 if PORT else 0, minimum=0, maximum=65535)
 MCP_WORKERS = env_int("GOCLAW_MCP_WORKERS", 2, minimum=1, maximum=64)  # uvicorn processes (any serves any session)
+MCP_THREADS = env_int("GOCLAW_MCP_THREADS", 40, minimum=4, maximum=512)  # per process: Django code (and a DB connection each)
 MCP_APPROVAL_WAIT = env_int("GOCLAW_MCP_APPROVAL_WAIT", 45, minimum=0, maximum=3600)  # under common 60 s client timeouts
 MCP_MAX_STREAMS_PER_AGENT = env_int("GOCLAW_MCP_MAX_STREAMS_PER_AGENT", 16, minimum=1, maximum=10_000)  # per process
 MCP_TASK_TTL_SECONDS = env_int("GOCLAW_MCP_TASK_TTL_SECONDS", 3600, minimum=60, maximum=7 * 86400)  # tasks kept after they end

@@ -3,6 +3,7 @@
 (token, session, header context) comes from the ASGI layer on the HTTP request's scope."""
 from __future__ import annotations
 
+import asyncio
 import functools
 import hashlib
 import json
@@ -10,10 +11,10 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from typing import Any
 
-import anyio
 import mcp_types as types
 from django.conf import settings
 from django.db import close_old_connections
@@ -50,8 +51,15 @@ HELPER_TOOLS = [
 ]
 
 
+# The threads synchronous Django code runs in: a fixed pool whose threads live as long as the process, each keeping
+# its database connection (CONN_MAX_AGE). anyio's own pool ends threads idle for 10 s, and every new thread opened a
+# new connection (a new PostgreSQL backend, cold caches) while the old one lingered until garbage collection.
+_THREADS = ThreadPoolExecutor(max_workers=settings.MCP_THREADS, thread_name_prefix="goclaw-mcp")
+
+
 async def in_thread(func, /, *args, **kwargs):
-    """Run synchronous Django code in a worker thread, with stale database connections closed around it."""
+    """Run synchronous Django code in a worker thread of `_THREADS`, with stale database connections closed around
+    it. A cancelled caller stops waiting; the code already running finishes (and records what it did)."""
     def run():
         close_old_connections()
         try:
@@ -59,7 +67,7 @@ async def in_thread(func, /, *args, **kwargs):
         finally:
             close_old_connections()
 
-    return await anyio.to_thread.run_sync(run)
+    return await asyncio.get_running_loop().run_in_executor(_THREADS, run)
 
 
 def caller_of(ctx) -> services.Caller:
