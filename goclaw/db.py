@@ -221,15 +221,22 @@ def _as_json_text(value: Any) -> str:
 _UNSTORABLE = {0: "\ufffd"}  # PostgreSQL text and jsonb cannot hold NUL
 
 
-def pg_text(value: str) -> str:
-    """`value` made storable in PostgreSQL: NUL becomes U+FFFD and a lone surrogate "?" (display copies only)."""
+def pg_storable(value: str) -> bool:
+    """Whether PostgreSQL text can hold `value` as it is (and it can be sent as UTF-8): no NUL, no lone surrogate."""
     if "\x00" in value:
-        value = value.translate(_UNSTORABLE)
+        return False
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        value = value.encode("utf-8", "replace").decode("utf-8")
-    return value
+        return False
+    return True
+
+
+def pg_text(value: str) -> str:
+    """`value` made storable in PostgreSQL: NUL becomes U+FFFD and a lone surrogate "?" (display copies only)."""
+    if pg_storable(value):
+        return value
+    return value.translate(_UNSTORABLE).encode("utf-8", "replace").decode("utf-8")
 
 
 def pg_json(obj):

@@ -27,8 +27,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote
 
+from django.core.validators import slug_re
 from django.db import connection
 
+from goclaw.db import pg_storable
 from goclaw.errors import NotFound, ValidationError
 from goclaw.generations import GenerationCache, generation_cache
 from tools_app.base import ToolContext, ToolResult
@@ -38,6 +40,7 @@ from tools_app.labels import call_labels
 from tools_app.models import Agent
 from tools_app.models.context_files import CONTEXT_FILE_NAMES, AgentContextFile, UserContextFile
 from tools_app.models.memory import MemoryDocument
+from tools_app.models.skills import SKILL_SLUG_MAX
 from tools_app.pipeline import record, scrub_result
 from tools_app.policy import content_rules
 from tools_app.security.scrub import default_scrubber
@@ -101,17 +104,6 @@ class ResourceRef:
     def uri(self) -> str:
         return context_uri(self.key) if self.kind == "context" else memory_uri(self.key)
 
-
-_SLUG = re.compile(r"[-a-zA-Z0-9_]{1,100}")  # a skill slug (SlugField)
-
-
-def _plain_text(value: str) -> bool:
-    """Text that can be stored and sent: encodable as UTF-8 (no unpaired surrogates), no NUL."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return "\x00" not in value
 
 
 def context_uri(name: str) -> str:
@@ -408,7 +400,7 @@ def _checked_arguments(declared: tuple[PromptArgument, ...], arguments: Any) -> 
             sum(len(v) for v in arguments.values()) > ARGUMENTS_TOTAL_MAX_CHARS:
         raise ContentRequestInvalid(f"argument values are at most {ARGUMENT_VALUE_MAX_CHARS} characters each, "
                                     f"{ARGUMENTS_TOTAL_MAX_CHARS} in all")
-    if not all(_plain_text(k) and _plain_text(v) for k, v in arguments.items()):
+    if not all(pg_storable(k) and pg_storable(v) for k, v in arguments.items()):
         raise ContentRequestInvalid("argument names and values must be text without NUL or unpaired surrogates")
     return dict(arguments)
 
@@ -420,7 +412,7 @@ def prompt_get(*, agent: Agent, context: CallContext, name: Any, arguments: Any 
     started = time.monotonic()
     audited = {"name": name if isinstance(name, str) else repr(name), "arguments": arguments}
     skill = None
-    if isinstance(name, str) and _SLUG.fullmatch(name):  # what a skill's slug can be; nothing else reaches a query
+    if isinstance(name, str) and len(name) <= SKILL_SLUG_MAX and slug_re.match(name):  # a slug, else no query
         skill = skill_list_visible(agent.pk).filter(slug=name).first()
     if skill is None:
         _audit(agent, context, GET_TOOL, audited, InvocationStatus.ERROR, "no such prompt", started)
