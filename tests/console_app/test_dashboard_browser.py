@@ -4,7 +4,7 @@ import shutil
 
 import httpx
 import pytest
-from playwright.sync_api import sync_playwright
+from playwright.sync_api import sync_playwright, expect
 
 from tests.servers import UpProcess, free_port, manage, up_env
 
@@ -50,15 +50,13 @@ def test_the_dashboard_renders_with_data_and_its_badge_updates_live(tmp_path):
             assert not page.title().startswith("(")
             page.wait_for_function("document.getElementById('goclaw-approvals-badge').dataset.live === '1'",
                                    timeout=15000)
-            page.wait_for_function("document.getElementById('goclaw-feed-status').textContent === 'live'",
-                                   timeout=15000)
+            expect(page.locator('#goclaw-feed-status')).to_have_text('live', timeout=15000)
 
             asked = httpx.post(up.base + "/api/v1/tools/execute", headers=agent, timeout=30,
                                json={"tool": "exec", "arguments": {"command": "echo badge-goes-up"}}).json()
             assert asked["status"] == "pending_approval"
             # No reload: the event arrives over the WebSocket, the page re-reads the count.
-            page.wait_for_function("document.getElementById('goclaw-approvals-count').textContent === '1'",
-                                   timeout=15000)
+            expect(page.locator('#goclaw-approvals-count')).to_have_text('1', timeout=15000)
             assert page.title().startswith("(1) ")
             assert page.locator("#goclaw-approvals-waiting").inner_text() == "1"
             page.wait_for_function(
@@ -74,8 +72,7 @@ def test_the_dashboard_renders_with_data_and_its_badge_updates_live(tmp_path):
             cancelled = httpx.post(up.base + f"/api/v1/approvals/{asked['approval_id']}/cancel", headers=agent,
                                    json={}, timeout=30)
             assert cancelled.status_code == 200, cancelled.text
-            page.wait_for_function("document.getElementById('goclaw-approvals-count').textContent === '0'",
-                                   timeout=15000)
+            expect(page.locator('#goclaw-approvals-count')).to_have_text('0', timeout=15000)
             assert not page.title().startswith("(")
             browser.close()
     finally:

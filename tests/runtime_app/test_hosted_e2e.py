@@ -93,7 +93,7 @@ def test_a_hosted_run_parks_survives_a_restart_of_up_and_resumes_after_the_decis
 def _approve_in_the_browser(up: UpProcess, sid: str, password: str) -> None:
     """The admin opens the sessions list and the parked session's timeline (both live), approves the call on the
     timeline, and both pages follow the resumed run without a reload."""
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import sync_playwright, expect
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=shutil.which("chromium"),
@@ -120,8 +120,7 @@ def _approve_in_the_browser(up: UpProcess, sid: str, password: str) -> None:
             timeline.click("#session-approve")
             timeline.wait_for_selector(".messagelist", timeout=15000)
             # no reload from here: the resumed run's messages, status and sub-session arrive over the WebSocket
-            timeline.wait_for_function("document.getElementById('session-status').textContent === 'completed'",
-                                       timeout=60000)
+            expect(timeline.locator('#session-status')).to_have_text('completed', timeout=60000)
             assert "all done" in timeline.locator("#session-messages").inner_text()
             assert timeline.locator("#session-tree a").count() >= 1  # the subagent, linked
             # (the list re-reads its rows on some events: the row may be absent for a moment)
@@ -132,4 +131,4 @@ def _approve_in_the_browser(up: UpProcess, sid: str, password: str) -> None:
 
 
 def _live(page) -> None:
-    page.wait_for_function("document.getElementById('ws-status').textContent === 'live'", timeout=15000)
+    expect(page.locator('#ws-status')).to_have_text('live', timeout=15000)

@@ -7,7 +7,7 @@ import shutil
 
 import httpx
 import pytest
-from playwright.sync_api import sync_playwright
+from playwright.sync_api import sync_playwright, expect
 
 from tests.servers import UpProcess, free_port, manage, up_env
 
@@ -61,7 +61,7 @@ def test_the_board_follows_agents_live_and_a_persons_retry_reaches_it(tmp_path):
             page.click("text=Team boards (live)")
             page.click("#team-index a:has-text('crew')")
             assert page.url.endswith(f"/teams/{team_id}/board/")
-            page.wait_for_function("document.getElementById('ws-status').textContent === 'live'", timeout=15000)
+            expect(page.locator('#ws-status')).to_have_text('live', timeout=15000)
             assert page.locator(".task-card").count() == 0
             page.evaluate("window.__sameDocument = 'yes'")  # gone if anything reloads the page
 

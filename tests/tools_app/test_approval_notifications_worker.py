@@ -9,7 +9,7 @@ import time
 
 import httpx
 import pytest
-from playwright.sync_api import sync_playwright
+from playwright.sync_api import sync_playwright, expect
 
 from tests.servers import UpProcess, free_port, manage, up_env
 from tests.tools_app.test_approval_notifications import WebhookServer
@@ -44,7 +44,7 @@ def test_the_worker_notifies_a_webhook_when_an_agent_s_call_asks(tmp_path):
             page.fill("#id_password", "notify-admin-pw-1")
             page.click("input[type=submit]")
             page.goto(up.base + QUEUE)
-            page.wait_for_function("document.getElementById('ws-status').textContent === 'live'", timeout=15000)
+            expect(page.locator('#ws-status')).to_have_text('live', timeout=15000)
 
             asked_at = time.monotonic()
             asked = httpx.post(up.base + "/api/v1/tools/execute", headers=agent, timeout=30,

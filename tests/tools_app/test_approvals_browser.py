@@ -4,7 +4,7 @@ import shutil
 
 import httpx
 import pytest
-from playwright.sync_api import sync_playwright
+from playwright.sync_api import sync_playwright, expect
 
 from tests.servers import UpProcess, free_port, manage, up_env
 
@@ -29,7 +29,7 @@ def test_a_person_approves_a_call_from_the_live_queue(tmp_path):
             page.fill("#id_password", "browser-admin-pw-1")
             page.click("input[type=submit]")
             page.click("text=Pending approvals (live queue)")
-            page.wait_for_function("document.getElementById('ws-status').textContent === 'live'", timeout=15000)
+            expect(page.locator('#ws-status')).to_have_text('live', timeout=15000)
             assert page.locator("#approval-queue-body tr").count() == 0
 
             asked = httpx.post(up.base + "/api/v1/tools/execute", headers=agent, timeout=30,
