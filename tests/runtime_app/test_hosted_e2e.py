@@ -10,6 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from playwright.sync_api import expect
 
 from tests.runtime_app.llm_server import LLMServer, call, text
 from tests.servers import UpProcess, free_port, manage, up_env
@@ -93,7 +94,7 @@ def test_a_hosted_run_parks_survives_a_restart_of_up_and_resumes_after_the_decis
 def _approve_in_the_browser(up: UpProcess, sid: str, password: str) -> None:
     """The admin opens the sessions list and the parked session's timeline (both live), approves the call on the
     timeline, and both pages follow the resumed run without a reload."""
-    from playwright.sync_api import sync_playwright, expect
+    from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=shutil.which("chromium"),
