@@ -75,5 +75,5 @@ def fresh_platform(name: str):
     BENCH_DATA.mkdir(parents=True, exist_ok=True)
     data_dir = BENCH_DATA / f"{name}-var"
     shutil.rmtree(data_dir, ignore_errors=True)
-    env = up_env(data_dir, GOCLAW_LOG_LEVEL="warning", GOCLAW_ADMIN_PASSWORD="bench-admin-pw-1")
+    env = up_env(data_dir, one_process_each=False, GOCLAW_LOG_LEVEL="warning", GOCLAW_ADMIN_PASSWORD="bench-admin-pw-1")
     return env, UpProcess(env, free_port(), free_port(), BENCH_DATA / f"{name}-up.log")

@@ -54,7 +54,7 @@ class Platform:
             self._stop_leftover_postgres()  # a server still running on files we delete would later remove our socket
             shutil.rmtree(self.home, ignore_errors=True)
         self.home.mkdir(parents=True, exist_ok=True)
-        self.env = up_env(self.home / "var", GOCLAW_LOG_LEVEL="warning", GOCLAW_ADMIN_PASSWORD=ADMIN_PASSWORD,
+        self.env = up_env(self.home / "var", one_process_each=False, GOCLAW_LOG_LEVEL="warning", GOCLAW_ADMIN_PASSWORD=ADMIN_PASSWORD,
                           XDG_RUNTIME_DIR=str(self.home / "xdg"), **self.extra_env)
         self.port, self.ws_port = free_port(), free_port()
         self.up: UpProcess | None = None

@@ -127,7 +127,7 @@ def main() -> None:
     data_dir = BENCH_DATA / "mcp-server-var"
     shutil.rmtree(data_dir, ignore_errors=True)
     port, ws_port, mcp_port = free_port(), free_port(), free_port()
-    env = up_env(data_dir, GOCLAW_LOG_LEVEL="warning", GOCLAW_ADMIN_PASSWORD="bench-admin-pw-1", GOCLAW_MCP_PORT=str(mcp_port))
+    env = up_env(data_dir, one_process_each=False, GOCLAW_LOG_LEVEL="warning", GOCLAW_ADMIN_PASSWORD="bench-admin-pw-1", GOCLAW_MCP_PORT=str(mcp_port))
     up = UpProcess(env, port, ws_port, BENCH_DATA / "mcp-server-up.log")
     try:
         results = {"startup_to_healthy_s": round(up.wait_healthy(), 2), "sessions": SESSIONS, "seconds": SECONDS,

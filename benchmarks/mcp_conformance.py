@@ -24,7 +24,7 @@ def main() -> int:
     home = BENCH_DATA / "conformance"
     shutil.rmtree(home, ignore_errors=True)
     home.mkdir(parents=True)
-    env = up_env(home / "var", GOCLAW_LOG_LEVEL="warning", GOCLAW_ADMIN_PASSWORD="bench-admin-pw-1",
+    env = up_env(home / "var", one_process_each=False, GOCLAW_LOG_LEVEL="warning", GOCLAW_ADMIN_PASSWORD="bench-admin-pw-1",
                  GOCLAW_WEB_WORKERS="1", GOCLAW_Q_WORKERS="1")
     up, mcp_port = start_goclaw(env, home / "up.log")
     try:

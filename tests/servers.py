@@ -31,10 +31,17 @@ def free_port() -> int:
             return port
 
 
-def up_env(data_dir: Path, **extra: str) -> dict[str, str]:
-    """A clean environment for a goclaw process with its own data dir (so its own embedded PostgreSQL)."""
+# One web, MCP and worker process instead of the production default of two each: every process is a Django start
+# (~5 s of CPU on these machines), and an end-to-end test that is about several processes asks for them.
+ONE_PROCESS_EACH = {"GOCLAW_WEB_WORKERS": "1", "GOCLAW_MCP_WORKERS": "1", "GOCLAW_Q_WORKERS": "1"}
+
+
+def up_env(data_dir: Path, *, one_process_each: bool = True, **extra: str) -> dict[str, str]:
+    """A clean environment for a goclaw process with its own data dir (so its own embedded PostgreSQL); tests get
+    ONE_PROCESS_EACH unless they say otherwise, benchmarks pass one_process_each=False (production's counts)."""
     env = {k: v for k, v in os.environ.items() if k not in _DROP}
-    env.update({"GOCLAW_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": "1", **extra})
+    env.update({"GOCLAW_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": "1",
+                **(ONE_PROCESS_EACH if one_process_each else {}), **extra})
     return env
 
 

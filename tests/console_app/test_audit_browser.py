@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_an_audit_search_filters_and_exports(tmp_path):
-    env = up_env(tmp_path / "var", GOCLAW_ADMIN_PASSWORD="browser-admin-pw-1", GOCLAW_WEB_WORKERS="1", GOCLAW_Q_WORKERS="1")
+    env = up_env(tmp_path / "var", GOCLAW_ADMIN_PASSWORD="browser-admin-pw-1")
     up = UpProcess(env, free_port(), free_port(), tmp_path / "up.log")
     try:
         up.wait_healthy()

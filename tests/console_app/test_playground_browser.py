@@ -16,7 +16,7 @@ TOKEN_HEAD, TOKEN_TAIL = "ghp_", "Zq7Xw2Lr9Tb4Nc6Vm1Ks8Hd3Fg5Jp0Ya2Ue4B"  # a fa
 
 
 def test_the_playground_runs_exec_and_shows_the_scrubbed_result(tmp_path):
-    env = up_env(tmp_path / "var", GOCLAW_ADMIN_PASSWORD="browser-admin-pw-2", GOCLAW_WEB_WORKERS="1", GOCLAW_Q_WORKERS="1")
+    env = up_env(tmp_path / "var", GOCLAW_ADMIN_PASSWORD="browser-admin-pw-2")
     up = UpProcess(env, free_port(), free_port(), tmp_path / "up.log")
     try:
         up.wait_healthy()

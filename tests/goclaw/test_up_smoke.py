@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 
 
 def _env(data_dir: Path) -> dict:
-    return up_env(data_dir, GOCLAW_ADMIN_USER="boss", GOCLAW_WEB_WORKERS="1", GOCLAW_Q_WORKERS="1")
+    return up_env(data_dir, GOCLAW_ADMIN_USER="boss")
 
 
 async def _receive_until(ws, wanted_type: str, timeout: float = 20.0) -> dict:

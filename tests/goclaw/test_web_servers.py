@@ -34,7 +34,7 @@ def _web_workers(up: UpProcess, server: str) -> list[psutil.Process]:
 @pytest.mark.parametrize("server, ws_server", [("granian", "granian"), ("gunicorn", "daphne")])
 def test_the_web_server_serves_the_api_and_the_admin_and_replaces_a_killed_worker(tmp_path, server, ws_server):
     env = up_env(tmp_path / "var", GOCLAW_WEB_SERVER=server, GOCLAW_WS_SERVER=ws_server, GOCLAW_WEB_WORKERS="2",
-                 GOCLAW_ADMIN_PASSWORD="granian-admin-pw-1", GOCLAW_Q_WORKERS="1")
+                 GOCLAW_ADMIN_PASSWORD="granian-admin-pw-1")
     up = UpProcess(env, free_port(), free_port(), tmp_path / "up.log")
     try:
         up.wait_healthy()

@@ -40,7 +40,7 @@ def test_goclaw_passes_every_applicable_required_scenario_of_both_protocol_revis
     fixture_catalog(agent)
     _, token = token_issue(agent=agent, name="conformance")
     env = up_env(tmp_path / "var", DATABASE_URL=DaphneProcess.database_url(), GOCLAW_LOG_LEVEL="warning",
-                 GOCLAW_WEB_WORKERS="1", GOCLAW_Q_WORKERS="1", GOCLAW_ADMIN_PASSWORD="conformance-admin-pw-1")
+                 GOCLAW_ADMIN_PASSWORD="conformance-admin-pw-1")
     up, mcp_port = start_goclaw(env, tmp_path / "up.log")
     try:
         reports = conformance_run(mcp_port, token, tmp_path / "conformance")

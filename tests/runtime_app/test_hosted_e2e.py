@@ -40,7 +40,7 @@ def _until(base: str, token: str, sid: str, wanted: str, timeout: float = 120) -
 
 def test_a_hosted_run_parks_survives_a_restart_of_up_and_resumes_after_the_decision(tmp_path: Path):
     password = "hosted-e2e-admin-pw-1"
-    env = up_env(tmp_path / "var", GOCLAW_WEB_WORKERS="1", GOCLAW_Q_WORKERS="1", GOCLAW_RUNTIME_THREADS="2",
+    env = up_env(tmp_path / "var", GOCLAW_RUNTIME_THREADS="2",
                  GOCLAW_ADMIN_PASSWORD=password)
     port, ws_port = free_port(), free_port()
     with LLMServer() as llm:

@@ -40,7 +40,7 @@ def card_in(page, status: str, identifier: str):
 
 
 def test_the_board_follows_agents_live_and_a_persons_retry_reaches_it(tmp_path):
-    env = up_env(tmp_path / "var", GOCLAW_ADMIN_PASSWORD="board-admin-pw-1", GOCLAW_WEB_WORKERS="1", GOCLAW_Q_WORKERS="1")
+    env = up_env(tmp_path / "var", GOCLAW_ADMIN_PASSWORD="board-admin-pw-1")
     up = UpProcess(env, free_port(), free_port(), tmp_path / "up.log")
     try:
         up.wait_healthy()

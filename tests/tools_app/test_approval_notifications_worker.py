@@ -21,7 +21,7 @@ QUEUE = "/admin/tools_app/approvalrequest/queue/"
 
 def test_the_worker_notifies_a_webhook_when_an_agent_s_call_asks(tmp_path):
     hook = WebhookServer()
-    env = up_env(tmp_path / "var", GOCLAW_ADMIN_PASSWORD="notify-admin-pw-1", GOCLAW_WEB_WORKERS="1", GOCLAW_Q_WORKERS="1")
+    env = up_env(tmp_path / "var", GOCLAW_ADMIN_PASSWORD="notify-admin-pw-1")
     up = UpProcess(env, free_port(), free_port(), tmp_path / "up.log")
     try:
         up.wait_healthy()

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_a_person_approves_a_call_from_the_live_queue(tmp_path):
-    env = up_env(tmp_path / "var", GOCLAW_ADMIN_PASSWORD="browser-admin-pw-1", GOCLAW_WEB_WORKERS="1", GOCLAW_Q_WORKERS="1")
+    env = up_env(tmp_path / "var", GOCLAW_ADMIN_PASSWORD="browser-admin-pw-1")
     up = UpProcess(env, free_port(), free_port(), tmp_path / "up.log")
     try:
         up.wait_healthy()

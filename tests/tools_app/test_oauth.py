@@ -819,8 +819,7 @@ def test_an_mcp_sdk_client_discovers_registers_gets_a_persons_consent_and_acts_a
     agent = make_agent()
     password = "oauth-e2e-person-pw-1"
     person = make_person(ACT, password=password)
-    env = up_env(tmp_path / "var", DATABASE_URL=DaphneProcess.database_url(), GOCLAW_WEB_WORKERS="1",
-                 GOCLAW_Q_WORKERS="1", GOCLAW_MCP_WORKERS="1", GOCLAW_MCP_PORT=str(free_port()),
+    env = up_env(tmp_path / "var", DATABASE_URL=DaphneProcess.database_url(), GOCLAW_MCP_PORT=str(free_port()),
                  GOCLAW_LOG_LEVEL="warning")
     up = UpProcess(env, free_port(), free_port(), tmp_path / "up.log")
     base, server_url = up.base, f"{up.base}/mcp"
