@@ -210,3 +210,12 @@ def published_events(monkeypatch):
 
     monkeypatch.setattr(events, "_batch_messages", recording)
     return sent
+
+
+@pytest.hookimpl(trylast=True)  # after pytest-django's own ordering (by kind of database access)
+def pytest_collection_modifyitems(config, items):
+    """Slow tests first. Test files go to the workers whole, in collection order (pytest.ini: --dist loadfile
+    --no-loadscope-reorder; xdist would otherwise order files by their number of tests, which puts the few-test
+    end-to-end files, the longest ones, last, where one of them alone decides when the suite ends)."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)  # stable, and a file's tests stay together

@@ -22,7 +22,7 @@ django.setup()
 import anyio  # noqa: E402
 from django.conf import settings  # noqa: E402
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER  # noqa: E402
-from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE  # noqa: E402
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, TransportSecuritySettings  # noqa: E402
 from mcp_types import UNSUPPORTED_PROTOCOL_VERSION  # noqa: E402
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS  # noqa: E402
 
@@ -233,7 +233,10 @@ class MCPApplication:
     """`/mcp` for agents (see the module doc); lifespan starts the session manager and the catalog watcher."""
 
     def __init__(self) -> None:
-        self.manager = RevivingSessionManager(build_server(), session_idle_timeout=settings.MCP_SESSION_IDLE_SECONDS)
+        # Host and Origin are checked above the SDK (`http`, stricter than its DNS-rebinding check): its own check
+        # is off, with settings built once (left unset, the SDK builds them again for every request).
+        self.manager = RevivingSessionManager(build_server(), session_idle_timeout=settings.MCP_SESSION_IDLE_SECONDS,
+                                              security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False))
         self.open_streams: Counter[str] = Counter()  # session id -> GET streams open in this process
         self.agent_streams: Counter[int] = Counter()  # agent pk -> GET and listen streams open in this process
         self.content_seen: dict[str, dict[str, str]] = {}  # session id -> the list digests its stream was told

@@ -58,14 +58,12 @@ _THREADS = ThreadPoolExecutor(max_workers=settings.MCP_THREADS, thread_name_pref
 
 
 async def in_thread(func, /, *args, **kwargs):
-    """Run synchronous Django code in a worker thread of `_THREADS`, with stale database connections closed around
-    it. A cancelled caller stops waiting; the code already running finishes (and records what it did)."""
+    """Run synchronous Django code in a worker thread of `_THREADS`, with the thread's stale or broken database
+    connection closed first (Django then opens a new one). A cancelled caller stops waiting; the code already
+    running finishes (and records what it did)."""
     def run():
         close_old_connections()
-        try:
-            return func(*args, **kwargs)
-        finally:
-            close_old_connections()
+        return func(*args, **kwargs)
 
     return await asyncio.get_running_loop().run_in_executor(_THREADS, run)
 
