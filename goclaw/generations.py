@@ -18,7 +18,7 @@ from goclaw.models import CacheGeneration
 
 CHECK_SECONDS = 0.5
 MAX_ENTRIES = 10_000
-_MISSING = object()
+MISSING = object()  # what `peek` answers when only a query (or a computation) could answer
 
 
 class _Counters:
@@ -37,6 +37,13 @@ class _Counters:
         with self.lock:
             self.values, self.checked_at = values, now
         return values
+
+    def fresh(self) -> dict[str, int] | None:
+        """The counters if they were read less than CHECK_SECONDS ago, else None (never a query)."""
+        checked_at = self.checked_at
+        if checked_at is not None and time.monotonic() - checked_at < CHECK_SECONDS:
+            return self.values
+        return None
 
     def expire(self) -> None:
         with self.lock:
@@ -67,10 +74,22 @@ class GenerationCache:
                     self.generation = value
         return value
 
+    def peek_generation(self) -> int | None:
+        """`sync()` when it needs no query (the counters are fresh), else None: for code that must not wait on the
+        database, e.g. on an event loop, and does the work in a thread when this says None."""
+        values = _counters.fresh()
+        if values is None or values.get(self.name, 0) != self.generation:
+            return None
+        return self.generation
+
+    def peek(self, key: Any) -> Any:
+        """`get(key, ...)`'s value when it is cached and current without a query, else MISSING."""
+        return MISSING if self.peek_generation() is None else self.entries.get(key, MISSING)
+
     def get(self, key: Any, compute: Callable[[], Any]) -> Any:
         generation = self.sync()
-        value = self.entries.get(key, _MISSING)
-        if value is _MISSING:
+        value = self.entries.get(key, MISSING)
+        if value is MISSING:
             value = compute()
             with self.lock:
                 # Kept only if the generation did not move while it was computed: a value read before a change

@@ -28,6 +28,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERS
 
 from goclaw.api import bearer_from_header  # noqa: E402
 from goclaw.errors import ApplicationError  # noqa: E402
+from goclaw.generations import MISSING  # noqa: E402
 from mcp_app.server import services  # noqa: E402
 from mcp_app.server.context import call_context, raw_context_from_headers  # noqa: E402
 from mcp_app.server.handlers import (catalog_changed, catalog_fingerprint, current_caller,  # noqa: E402
@@ -38,7 +39,7 @@ from mcp_app.server.manager import RevivingSessionManager, json_answer, session_
 from mcp_app.server.security import host_allowed, origin_allowed  # noqa: E402
 from tools_app.oauth.metadata import (RESOURCE_METADATA_PATH, protected_resource_metadata,  # noqa: E402
                                       resource_base_url, www_authenticate_value)
-from tools_app.services.agents import token_active  # noqa: E402
+from tools_app.services.agents import token_active, token_authenticate_in_memory  # noqa: E402
 
 logger = logging.getLogger("goclaw.mcp.server")
 PATH = "/mcp"
@@ -229,6 +230,23 @@ def authorize(*, raw_token: str | None, session_id: str | None, header_context: 
     return caller
 
 
+def authorize_in_memory(*, raw_token: str | None, header_context: dict, message: dict | None) -> services.Caller | None | object:
+    """`authorize` for a stateless request when this process's caches answer it without the database (the token
+    row and the memoised catalog, both current), else MISSING: most calls then cost one worker-thread hop, not two
+    (a hop costs about as much CPU as the SDK's whole exchange). Anything that would need a query or a write
+    (`last_used_at` due) is left to `authorize` in a thread."""
+    token = token_authenticate_in_memory(raw_token) if raw_token else None
+    if token is None or token is MISSING:
+        return token
+    caller = services.Caller(token=token, session=None, header_context=header_context)
+    if message is not None and message.get("method") == "tools/call":
+        schemas = header_bound_schemas(caller, in_memory=True)
+        if schemas is MISSING:
+            return MISSING
+        caller.header_bound_schemas = schemas
+    return caller
+
+
 class MCPApplication:
     """`/mcp` for agents (see the module doc); lifespan starts the session manager and the catalog watcher."""
 
@@ -298,9 +316,13 @@ class MCPApplication:
             await send_error(send, 400, exc.code, exc.message, exc.details)
             return
         session_id = None if stateless else session_id_of(scope)  # the 2026-07-28 era has no sessions
+        raw_token = bearer_from_header(headers.get("authorization", ""))
         try:
-            caller = await in_thread(authorize, raw_token=bearer_from_header(headers.get("authorization", "")),
-                                     session_id=session_id, header_context=header_context, message=message)
+            caller = authorize_in_memory(raw_token=raw_token, header_context=header_context, message=message) \
+                if stateless else MISSING
+            if caller is MISSING:
+                caller = await in_thread(authorize, raw_token=raw_token, session_id=session_id,
+                                         header_context=header_context, message=message)
         except Exception:
             logger.exception("MCP request authorization failed")
             await send_error(send, 503, "service_unavailable", "the database is unavailable; retry later")

@@ -21,7 +21,7 @@ from django.db import close_old_connections
 from mcp.shared.exceptions import MCPError
 
 from goclaw.errors import ApplicationError
-from goclaw.generations import generation_cache
+from goclaw.generations import MISSING, generation_cache
 from mcp_app.server import services
 from mcp_app.server.context import call_context, raw_context_from_meta
 from tools_app.calls import CallContext, Outcome, ToolCall
@@ -97,9 +97,20 @@ def _catalog_memo(agent, context: CallContext) -> tuple[str, dict[str, Any]]:
         tools, fingerprint = catalog(agent, context)
         return fingerprint, {t["name"]: t["parameters"] for t in tools if HEADER_BINDING in json.dumps(t["parameters"])}
 
-    key = (agent.pk, context.replace(request_id=""), generation_cache(POLICY_CACHE).sync(),
-           generation_cache(TOOLSETS_CACHE).sync())
+    key = _memo_key(agent, context, generation_cache(POLICY_CACHE).sync(), generation_cache(TOOLSETS_CACHE).sync())
     return generation_cache(services.RESUMES_CACHE).get(key, compute)
+
+
+def _memo_key(agent, context: CallContext, policies: int, toolsets: int) -> tuple:
+    return agent.pk, context.replace(request_id=""), policies, toolsets
+
+
+def _catalog_memo_in_memory(agent, context: CallContext) -> tuple[str, dict[str, Any]] | object:
+    """`_catalog_memo(...)` when it is cached and current without a query, else MISSING."""
+    policies, toolsets = generation_cache(POLICY_CACHE).peek_generation(), generation_cache(TOOLSETS_CACHE).peek_generation()
+    if policies is None or toolsets is None:
+        return MISSING
+    return generation_cache(services.RESUMES_CACHE).peek(_memo_key(agent, context, policies, toolsets))
 
 
 def catalog_fingerprint(agent, context: CallContext) -> str:
@@ -107,15 +118,18 @@ def catalog_fingerprint(agent, context: CallContext) -> str:
     return _catalog_memo(agent, context)[0]
 
 
-def header_bound_schemas(caller: services.Caller) -> dict[str, Any]:
+def header_bound_schemas(caller: services.Caller, *, in_memory: bool = False) -> dict[str, Any] | object:
     """The input schemas of the caller's tools that bind an argument to an `Mcp-Param-*` header (`x-mcp-header`,
     which a tool bridged from another MCP server may carry), by name. The stateless (2026-07-28) entry checks a
     tools/call's headers against its tool's schema; every other tool has nothing to check, so no catalog is built
-    per call. An invalid context has none (the call itself is refused with the reason)."""
+    per call. An invalid context has none (the call itself is refused with the reason). `in_memory`: MISSING
+    unless the memo answers without the database."""
     try:
-        return _catalog_memo(caller.agent, call_context(session_context(caller)))[1]
+        context = call_context(session_context(caller))
     except ApplicationError:
         return {}
+    memo = _catalog_memo_in_memory(caller.agent, context) if in_memory else _catalog_memo(caller.agent, context)
+    return memo if memo is MISSING else memo[1]
 
 
 def tool_input_schema(name: str) -> dict | None:

@@ -19,7 +19,9 @@ from tests.factories import make_agent
 from tests.servers import PROPAGATION_SECONDS, ROOT, DaphneProcess, up_env, wait_until
 from tools_app.models import AgentToken
 from tools_app.services import agents
-from tools_app.services.agents import TOKENS_CACHE, agent_update, token_authenticate_cached, token_issue, token_revoke
+from goclaw.generations import MISSING
+from tools_app.services.agents import (TOKENS_CACHE, agent_update, token_authenticate_cached, token_authenticate_in_memory,
+                                       token_issue, token_revoke)
 
 
 @pytest.fixture
@@ -139,6 +141,56 @@ def test_last_used_is_written_at_most_once_per_interval(warm, monkeypatch, djang
     with django_assert_num_queries(1):  # the UPDATE, the row itself still comes from the cache
         token_authenticate_cached(plain)
     assert AgentToken.objects.get(pk=token.pk).last_used_at == later
+
+
+# --- answered in memory (the MCP endpoint's event loop: no query, else a worker thread) -------------------------
+@pytest.mark.django_db
+def test_a_token_is_answered_in_memory_only_once_read_and_never_with_a_query(warm, django_assert_num_queries):
+    token, plain = issued()
+    forged = plain[:-4] + ("AAAA" if not plain.endswith("AAAA") else "BBBB")
+    with django_assert_num_queries(0):
+        assert token_authenticate_in_memory(plain) is MISSING  # never read in this process: a thread reads it
+    token_authenticate_cached(plain)
+    with django_assert_num_queries(0):
+        assert token_authenticate_in_memory(plain).pk == token.pk
+        assert token_authenticate_in_memory(forged) is MISSING  # unknown tokens are never cached
+        assert token_authenticate_in_memory("not-a-goclaw-token") is None  # malformed: refused outright
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("change", ["revoke", "disable the agent"])
+def test_after_a_change_a_token_is_never_granted_from_memory(warm, change, django_assert_num_queries):
+    token, plain = issued()
+    token_authenticate_cached(plain)
+    if change == "revoke":
+        token_revoke(token=token)
+    else:
+        agent_update(agent=token.agent, enabled=False)
+    with django_assert_num_queries(0):
+        assert token_authenticate_in_memory(plain) is MISSING  # the change dropped the cache: only a thread answers
+    assert token_authenticate_cached(plain) is None  # a thread read the changed row
+    with django_assert_num_queries(0):
+        assert token_authenticate_in_memory(plain) is None  # and now memory refuses it too
+
+
+@pytest.mark.django_db
+def test_an_expired_cached_token_is_refused_in_memory_and_a_due_stamp_goes_to_a_thread(warm, monkeypatch):
+    token, plain = token_issue(agent=make_agent(), expires_days=1)
+    token_authenticate_cached(plain)
+    soon = timezone.now() + timedelta(seconds=settings.TOOL_TOKEN_LAST_USED_INTERVAL + 1)
+    monkeypatch.setattr(timezone, "now", lambda: soon)
+    assert token_authenticate_in_memory(plain) is MISSING  # last_used_at is due: a write, so not on the loop
+    token_authenticate_cached(plain)
+    assert token_authenticate_in_memory(plain).pk == token.pk
+    later = timezone.now() + timedelta(days=1, seconds=1)
+    monkeypatch.setattr(timezone, "now", lambda: later)
+    assert token_authenticate_in_memory(plain) is None
+
+
+def test_stale_generation_counters_are_never_trusted_in_memory(monkeypatch):
+    monkeypatch.setattr(generations._counters, "checked_at", None)
+    assert generations.generation_cache(TOKENS_CACHE).peek_generation() is None
+    assert generations.generation_cache(TOKENS_CACHE).peek("anything") is MISSING
 
 
 # --- across processes ------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from goclaw import events
 from goclaw.errors import NotFound, ValidationError
-from goclaw.generations import GenerationCache, generation_bump
+from goclaw.generations import MISSING, GenerationCache, generation_bump
 from tools_app.agent_config import AGENT_CONFIG_SCHEMA, agent_config_validate  # noqa: F401 - the services' vocabulary
 from tools_app.models import Agent, AgentToken
 from tools_app.policy import policy_changed
@@ -166,13 +166,21 @@ def _token_verified(raw: str, digest: str) -> AgentToken | None:
     return token if token is not None and hmac.compare_digest(token.token_hash, digest) else None
 
 
+def _token_grants(token: AgentToken | None) -> bool:
+    """Whether `token` grants access now: not revoked, not expired, its agent enabled (no query: the agent is loaded)."""
+    return token is not None and token.is_active and token.agent.enabled
+
+
+def _last_use_due(token: AgentToken, now) -> bool:
+    return token.last_used_at is None or (now - token.last_used_at).total_seconds() > settings.TOOL_TOKEN_LAST_USED_INTERVAL
+
+
 def _token_usable(token: AgentToken | None) -> AgentToken | None:
-    """`token` if it grants access now (not revoked, not expired, agent enabled); stamps `last_used_at` at most
-    once per TOOL_TOKEN_LAST_USED_INTERVAL."""
-    if token is None or not token.is_active or not token.agent.enabled:
+    """`token` if it grants access now; stamps `last_used_at` at most once per TOOL_TOKEN_LAST_USED_INTERVAL."""
+    if not _token_grants(token):
         return None
     now = timezone.now()
-    if token.last_used_at is None or (now - token.last_used_at).total_seconds() > settings.TOOL_TOKEN_LAST_USED_INTERVAL:
+    if _last_use_due(token, now):
         token.last_used_at = now
         AgentToken.objects.filter(pk=token.pk).update(last_used_at=now)
     return token
@@ -208,6 +216,15 @@ class _AuthenticatedTokens(GenerationCache):
         return token
 
 
+    def peek(self, digest: str) -> AgentToken | None | object:
+        """`lookup`'s row when it is cached and current without a query, else MISSING."""
+        generation = self.peek_generation()
+        entry = self.entries.get(digest)
+        if generation is None or entry is None or entry[1] != generation or time.monotonic() - entry[2] >= TOKEN_CACHE_SECONDS:
+            return MISSING
+        return entry[0]
+
+
 _authenticated = _AuthenticatedTokens(TOKENS_CACHE)
 
 
@@ -218,6 +235,20 @@ def token_authenticate_cached(raw: str) -> AgentToken | None:
     every other process (goclaw.generations); a change that bypasses the models (raw SQL) within TOKEN_CACHE_SECONDS."""
     digest = _token_digest(raw)
     return None if digest is None else _token_usable(_authenticated.lookup(digest, lambda: _token_verified(raw, digest)))
+
+
+def token_authenticate_in_memory(raw: str) -> AgentToken | None | object:
+    """`token_authenticate_cached(raw)` when this process can answer without the database (no query, and no
+    `last_used_at` stamp due), else MISSING. For code on an event loop, which asks a worker thread only then."""
+    digest = _token_digest(raw)
+    if digest is None:
+        return None
+    token = _authenticated.peek(digest)
+    if token is MISSING:
+        return MISSING
+    if not _token_grants(token):
+        return None
+    return MISSING if _last_use_due(token, timezone.now()) else token
 
 
 def agent_get_by_key(key: str) -> Agent:
