@@ -13,10 +13,10 @@ import statistics
 import time
 
 from _common import django_setup, write_result
+from bench_mcp_server import MODERN, MODERN_CALL  # the same stateless tools/call of `datetime`
 
 N = int(os.environ.get("BENCH_CALLS", "600"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
-MODERN = "2026-07-28"
 
 
 def main() -> None:
@@ -45,10 +45,7 @@ def main() -> None:
         body = b"".join(wsgi(environ, lambda s, h, *a: status.append(s)))
         assert status[0].startswith("200") and b'"status":"ok"' in body.replace(b" ", b""), (status, body[:200])
 
-    mcp_body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-        "name": "datetime", "arguments": {}, "_meta": {
-            "io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {},
-            "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"}}}}).encode()
+    mcp_body = json.dumps(MODERN_CALL).encode()
     headers = [(b"host", b"127.0.0.1:8002"), (b"content-type", b"application/json"),
                (b"accept", b"application/json, text/event-stream"), (b"mcp-protocol-version", MODERN.encode()),
                (b"mcp-method", b"tools/call"), (b"mcp-name", b"datetime"), (b"authorization", f"Bearer {token}".encode()),

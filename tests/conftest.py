@@ -219,8 +219,9 @@ def pytest_collection_modifyitems(config, items):
     number of tests, which puts the few-test end-to-end files, the longest ones, last: one of them alone then decides
     when the suite ends. All of them first is no better: three at once, each starting a dozen processes, on 2 cores."""
     files = list(dict.fromkeys(item.path for item in items))
-    slow = [path for path in files if any(item.get_closest_marker("slow") for item in items if item.path == path)]
-    fast = [path for path in files if path not in slow]
+    slow_paths = {item.path for item in items if item.get_closest_marker("slow")}
+    slow = [path for path in files if path in slow_paths]
+    fast = [path for path in files if path not in slow_paths]
     order = list(fast)
     for n, path in enumerate(slow):  # the n-th slow file before the fast file at n/len(slow) of the first 3/4
         order.insert(n + (3 * n * len(fast)) // (4 * max(len(slow), 1)), path)

@@ -36,7 +36,7 @@ def build_server() -> GoclawMCPServer:
                                           f"the client declares the {tasks.TASKS} extension.")
     if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
         # No OpenTelemetry SDK is installed in this process, so every span would be a no-op: the SDK's tracing
-        # middleware (its documented opt-out) costs ~5 % of a tools/call for nothing.
+        # middleware (dropped as its documentation says to opt out) would wrap every request for nothing.
         server.middleware = [m for m in server.middleware if not isinstance(m, OpenTelemetryMiddleware)]
     tasks.install(server)
     content.install_watches()  # prompts, resources and subscribed resources join the listen streams' watches

@@ -14,7 +14,7 @@ from schemathesis.specs.openapi.checks import (content_type_conformance, ignored
                                                positive_data_acceptance, response_headers_conformance,
                                                response_schema_conformance, status_code_conformance, unsupported_method)
 
-pytestmark = [pytest.mark.django_db, pytest.mark.slow]  # slow: scheduled first (tests/conftest.py)
+pytestmark = [pytest.mark.django_db, pytest.mark.slow]  # slow: spread through the run (tests/conftest.py)
 
 # The fuzzed agent may only run tools that read: `exec` and the writing file tools run in the sandbox, which is
 # not what this test is about (and would make the run slow and machine-dependent).

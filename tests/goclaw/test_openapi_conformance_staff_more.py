@@ -9,7 +9,7 @@ from tests.goclaw.test_openapi_conformance import (  # noqa: F401 - fixtures use
     CHECKS, CSRF, FUZZ_SETTINGS, _node_id_for_schemathesis, fuzz_agent, keep_test_transaction, staff_part,
     staff_schema, staff_user)
 
-pytestmark = [pytest.mark.django_db, pytest.mark.slow]  # slow: scheduled first (tests/conftest.py)
+pytestmark = [pytest.mark.django_db, pytest.mark.slow]  # slow: spread through the run (tests/conftest.py)
 
 staff_api_more = schemathesis.pytest.from_fixture("staff_schema").include(staff_part(1))
 

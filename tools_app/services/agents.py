@@ -199,12 +199,19 @@ class _AuthenticatedTokens(GenerationCache):
     (so a row read across a change is never served after it) and for at most TOKEN_CACHE_SECONDS. Rows are shared
     by the process's requests: read them, never change them (last_used_at aside)."""
 
+    def _serving(self, digest: str, generation: int | None, now: float) -> AgentToken | object:
+        """The cached row for `digest` if it was read under `generation` less than TOKEN_CACHE_SECONDS ago."""
+        entry = self.entries.get(digest)
+        if generation is not None and entry is not None and entry[1] == generation and now - entry[2] < TOKEN_CACHE_SECONDS:
+            return entry[0]
+        return MISSING
+
     def lookup(self, digest: str, read: Callable[[], AgentToken | None]) -> AgentToken | None:
         generation = self.sync()
-        entry = self.entries.get(digest)
         now = time.monotonic()
-        if entry is not None and entry[1] == generation and now - entry[2] < TOKEN_CACHE_SECONDS:
-            return entry[0]
+        token = self._serving(digest, generation, now)
+        if token is not MISSING:
+            return token
         token = read()
         with self.lock:
             if token is None:
@@ -215,14 +222,9 @@ class _AuthenticatedTokens(GenerationCache):
                 self.entries[digest] = (token, generation, now)
         return token
 
-
-    def peek(self, digest: str) -> AgentToken | None | object:
+    def peek(self, digest: str) -> AgentToken | object:
         """`lookup`'s row when it is cached and current without a query, else MISSING."""
-        generation = self.peek_generation()
-        entry = self.entries.get(digest)
-        if generation is None or entry is None or entry[1] != generation or time.monotonic() - entry[2] >= TOKEN_CACHE_SECONDS:
-            return MISSING
-        return entry[0]
+        return self._serving(digest, self.peek_generation(), time.monotonic())
 
 
 _authenticated = _AuthenticatedTokens(TOKENS_CACHE)
