@@ -73,8 +73,12 @@ SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("GOCLA
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = PRODUCTION and env_bool("GOCLAW_SECURE_COOKIES", True)
 
 INSTALLED_APPS = [
-    "daphne",
-    "django.contrib.admin",
+    # daphne's app only replaces `runserver` with its ASGI server (WebSockets in development); importing it costs
+    # ~0.4 s (twisted), so every other command goes without it. `manage.py up` serves with granian.
+    *(["daphne"] if sys.argv[1:2] == ["runserver"] else []),
+    # The admin's modules load with the URLconf (goclaw/urls.py autodiscovers), not at start-up: a management
+    # command that serves nothing does not import every admin screen (and the services they use).
+    "django.contrib.admin.apps.SimpleAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

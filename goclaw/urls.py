@@ -4,6 +4,8 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from goclaw import views
 
+admin.autodiscover()  # settings install SimpleAdminConfig: the admin's modules load with the URLconf, not at start-up
+
 urlpatterns = [
     # First: the agents' hot paths (tools/execute, tools, agents/me) are matched before anything else is tried. Its
     # routes share no prefix with the other api/v1/ includes (mcp/, config/, teams/, routes/, agent-links/, …).

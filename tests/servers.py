@@ -1,6 +1,8 @@
 """Start real goclaw processes (`manage.py up`, management commands) for end-to-end tests and benchmarks."""
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
 import signal
 import socket
@@ -36,13 +38,50 @@ def free_port() -> int:
 ONE_PROCESS_EACH = {"GOCLAW_WEB_WORKERS": "1", "GOCLAW_MCP_WORKERS": "1", "GOCLAW_Q_WORKERS": "1"}
 
 
-def up_env(data_dir: Path, *, one_process_each: bool = True, **extra: str) -> dict[str, str]:
+def up_env(data_dir: Path, *, one_process_each: bool = True, fresh: bool = False, **extra: str) -> dict[str, str]:
     """A clean environment for a goclaw process with its own data dir (so its own embedded PostgreSQL); tests get
-    ONE_PROCESS_EACH unless they say otherwise, benchmarks pass one_process_each=False (production's counts)."""
+    ONE_PROCESS_EACH unless they say otherwise, benchmarks pass one_process_each=False (production's counts).
+
+    A new data dir (none at `data_dir` yet, no DATABASE_URL) starts as a copy of a migrated one made once per run
+    (`migrated_data_dir`): an embedded cluster's initdb, bootstrap and migrations cost ~20 s of CPU. Tests about
+    that first start itself pass fresh=True."""
     env = {k: v for k, v in os.environ.items() if k not in _DROP}
     env.update({"GOCLAW_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": "1",
                 **(ONE_PROCESS_EACH if one_process_each else {}), **extra})
+    if not fresh and "DATABASE_URL" not in extra and not data_dir.exists():
+        template = migrated_data_dir()
+        data_dir.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["cp", "-a", "--", str(template), str(data_dir)], check=True)  # -a: the server user's files
     return env
+
+
+def _schema_key() -> str:
+    """What a migrated data dir depends on: the migrations, settings and the embedded cluster's bootstrap."""
+    digest = hashlib.sha256()
+    for path in sorted([*ROOT.glob("*/migrations/*.py"), ROOT / "goclaw" / "embedded_db.py", ROOT / "goclaw" / "settings.py"]):
+        digest.update(path.relative_to(ROOT).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def migrated_data_dir() -> Path:
+    """A data dir holding an initialised, migrated embedded PostgreSQL (stopped) and the static files, made by a real `manage.py migrate`
+    once per set of migrations and shared by the test workers (made under a lock; outside /tmp/pytest-of-*, whose
+    mode a new pytest session resets, locking the server's user out)."""
+    home = Path("/tmp/goclaw-test-data-dirs") / _schema_key()
+    home.mkdir(parents=True, exist_ok=True)
+    template = home / "var"
+    with (home / "lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (home / "ready").exists():
+            subprocess.run(["rm", "-rf", "--", str(template)], check=True)
+            env = up_env(template, fresh=True)
+            manage(env, "migrate", "--verbosity", "0")
+            manage(env, "shell", "-c", "from goclaw.services import static_collect; static_collect()")  # as `up` does
+            if (template / "postgres" / "postmaster.pid").exists():
+                raise RuntimeError(f"the embedded PostgreSQL of {template} still runs after `migrate`")
+            subprocess.run(["rm", "-rf", "--", str(template / "run")], check=True)  # its runtime dir: per instance
+            (home / "ready").touch()
+    return template
 
 
 def manage(env: dict[str, str], *args: str, timeout: float = 120) -> str:

@@ -2,12 +2,13 @@
 `clean()` and the agent services both use it."""
 from __future__ import annotations
 
+import functools
 from typing import Any
 
-import jsonschema
 from django.core.exceptions import ValidationError as DjangoValidationError
 
 from goclaw.errors import ValidationError
+
 
 def _int(minimum: int, maximum: int, description: str) -> dict[str, Any]:
     return {"type": "integer", "minimum": minimum, "maximum": maximum, "description": description}
@@ -76,14 +77,21 @@ AGENT_CONFIG_SCHEMA: dict[str, Any] = {
         "quality_gates": {"type": "array", "maxItems": 10, "items": _QUALITY_GATE},
     },
 }
-_validator = jsonschema.Draft202012Validator(AGENT_CONFIG_SCHEMA)
+
+
+@functools.cache
+def _validator():
+    """Built on first use: jsonschema imports in ~0.1 s, which every process loading the models would pay."""
+    import jsonschema
+
+    return jsonschema.Draft202012Validator(AGENT_CONFIG_SCHEMA)
 
 
 def agent_config_validate(config: Any, *, as_django_error: bool = False) -> dict:
     """Check `other_config` against AGENT_CONFIG_SCHEMA; errors name the offending key."""
     problems = [
         f"{'/'.join(str(p) for p in err.absolute_path) or '(root)'}: {err.message}"
-        for err in sorted(_validator.iter_errors(config), key=lambda e: list(e.absolute_path))
+        for err in sorted(_validator().iter_errors(config), key=lambda e: list(e.absolute_path))
     ]
     if problems:
         if as_django_error:

@@ -45,7 +45,15 @@ def _contribute_to_platform() -> None:
     /ws/events/, and the event groups staff may subscribe to (approvals, invocations, one agent's events)."""
     from goclaw.realtime import websocket_authenticator_register, websocket_staff_group_register
     from goclaw.services import schedule_register
+    from goclaw.warm import warmer_register
+    from tools_app.security.scrub.scrubber import default_engine
+    from tools_app.security.shell_check import check_command
     from tools_app.services.agents import token_active, token_authenticate
+
+    # built on first use, so a server builds them before its first call: the scrubber's detector table (~0.2 s to
+    # compile) and the shell check's parser (bashlex, imported on the first command checked)
+    warmer_register(default_engine)
+    warmer_register(lambda: check_command("true"))
 
     schedule_register("tools rate-limit cleanup", "tools_app.tasks.cleanup_rate_limits", "*/10 * * * *")
     schedule_register("tools approvals expiry sweep", "tools_app.tasks.sweep_expired_approvals", "* * * * * */30")

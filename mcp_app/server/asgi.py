@@ -490,3 +490,7 @@ def _changed_sessions(session_ids: list[str]) -> list[str]:
 
 
 application = MCPApplication()
+if not settings.TESTING:  # a test process imports the app to call it in-process
+    from goclaw.warm import warm
+
+    warm()  # the apps' warmers (the scrubber's table, the shell check's parser) before the first call

@@ -14,7 +14,6 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.db.models.functions import Greatest
 from django.utils import timezone
-from mcp_types import INTERNAL_ERROR
 
 from goclaw import crypto
 from goclaw.db import pg_json, pg_text
@@ -285,6 +284,8 @@ def task_cancel(*, task_id, agent: Agent) -> bool:
 def tasks_purge() -> int:
     """Fail tasks whose process stopped mid-run (after TASK_RUN_STALE_SECONDS; whether the call ran is in the
     audit log) and forget expired tasks."""
+    from mcp_types import INTERNAL_ERROR  # the SDK's types load where they are used (~0.4 s), not with the app
+
     now = timezone.now()
     MCPTask.objects.filter(status=RUNNING, updated_at__lt=now - timedelta(seconds=TASK_RUN_STALE_SECONDS)).update(
         status=MCPTaskStatus.FAILED, sealed_arguments="", updated_at=now, expires_at=now + task_retention(),

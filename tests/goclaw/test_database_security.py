@@ -52,7 +52,7 @@ def fresh():
 
 
 def _fresh(home: Path):
-    env = up_env(home)
+    env = up_env(home, fresh=True)  # this file is about the first start itself
     manage(env, "migrate", "--verbosity", "0")
     cluster = open_cluster(home)
     yield cluster, env

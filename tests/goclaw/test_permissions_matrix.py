@@ -24,6 +24,8 @@ from goclaw import authz
 from goclaw.api import IsAgentOrStaff, IsStaff
 from tests.factories import make_person
 
+get_resolver().url_patterns  # the admin's modules load with the URLconf (settings install SimpleAdminConfig)
+
 pytestmark = pytest.mark.django_db
 
 EXCLUDED_PATHS = ("healthz", "api/schema/", "api/docs/", "mcp",  # public / agent-only / documented elsewhere

@@ -17,8 +17,8 @@ from tests.servers import up_env
 pytestmark = pytest.mark.slow
 
 
-def _env(data_dir: Path) -> dict:
-    return up_env(data_dir, GOCLAW_ADMIN_USER="boss")
+def _env(data_dir: Path, *, fresh: bool = False, **extra: str) -> dict:
+    return up_env(data_dir, fresh=fresh, GOCLAW_ADMIN_USER="boss", **extra)
 
 
 async def _receive_until(ws, wanted_type: str, timeout: float = 20.0) -> dict:
@@ -83,7 +83,7 @@ def _database_is_locked_down(env: dict, up: Up, data_dir: Path) -> None:
 
 def test_up_serves_everything_and_events_cross_processes(tmp_path):
     data_dir = tmp_path / "var"
-    env = _env(data_dir)
+    env = _env(data_dir, fresh=True)  # `make run` from nothing: initdb, bootstrap, every migration
     port, ws_port = _free_port(), _free_port()
     up = Up(env, port, ws_port, tmp_path / "up.log")
     try:
@@ -146,7 +146,7 @@ def test_up_uses_an_external_database_url_and_starts_no_embedded_server(tmp_path
         conn.execute("DROP DATABASE IF EXISTS goclaw_external")
         conn.execute("CREATE DATABASE goclaw_external")
     url = embedded_pg.uri("goclaw_external", superuser=True)
-    env = {**_env(tmp_path / "var"), "DATABASE_URL": url}
+    env = _env(tmp_path / "var", DATABASE_URL=url)
     up = Up(env, _free_port(), _free_port(), tmp_path / "up.log")
     try:
         up.wait_healthy()

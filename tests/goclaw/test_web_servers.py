@@ -86,10 +86,13 @@ def test_a_server_process_freezes_what_it_loaded_at_start_out_of_the_collectors_
 
     probe = (f"import gc, {module}, sys; from goclaw.warm import GC_THRESHOLDS; "
              "from django.urls import get_resolver; "
+             "from tools_app.security.scrub.scrubber import default_engine; "
              "print(gc.get_freeze_count(), gc.get_threshold() == GC_THRESHOLDS, "
-             "'tools_app.api' in sys.modules or 'tools_app.views' in sys.modules)")
+             "'tools_app.api' in sys.modules or 'tools_app.views' in sys.modules, "
+             # the apps' warmers ran: the scrubber's table is compiled, the shell check's parser imported
+             "default_engine.cache_info().currsize == 1 and 'bashlex' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120,
                          env={**up_env(tmp_path / "var"), "DJANGO_SETTINGS_MODULE": "goclaw.settings"})
     assert out.returncode == 0, out.stderr[-2000:]
-    frozen, thresholds, views_loaded = out.stdout.split()
-    assert int(frozen) > 100_000 and thresholds == "True" and views_loaded == "True"
+    frozen, thresholds, views_loaded, warmed = out.stdout.split()
+    assert int(frozen) > 100_000 and thresholds == "True" and views_loaded == "True" and warmed == "True"

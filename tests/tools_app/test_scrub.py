@@ -291,8 +291,9 @@ def test_dynamic_values_sharing_a_prefix_are_all_found():
 def _reference_positions(text):
     """Positions where a detector pattern matches AND its strategy redacts,
     found the slow way (trying every position): {position: {detectors}}."""
-    from tools_app.security.scrub.scrubber import DEFAULT_ENGINE as engine
+    from tools_app.security.scrub.scrubber import default_engine
 
+    engine = default_engine()
     found = {}
     for s in range(len(text)):
         for m in engine.match_at(text, s):
@@ -310,7 +311,9 @@ def test_prefilter_is_a_superset():
     import random
 
     from tools_app.security.scrub.engine import project
-    from tools_app.security.scrub.scrubber import DEFAULT_ENGINE as engine
+    from tools_app.security.scrub.scrubber import default_engine
+
+    engine = default_engine()
 
     rng = random.Random(7)
     frags = [c[0] for c in SECRET_CASES] + CLEAN_CASES + [
@@ -343,8 +346,9 @@ def test_scan_equals_reference_at_every_position():
     import random
 
     from tools_app.security.scrub.dynamic import _Dyn
-    from tools_app.security.scrub.scrubber import DEFAULT_ENGINE as engine
-    from tools_app.security.scrub.scrubber import _scan
+    from tools_app.security.scrub.scrubber import _scan, default_engine
+
+    engine = default_engine()
 
     rng = random.Random(11)
     frags = [c[0] for c in SECRET_CASES] + CLEAN_CASES
@@ -354,7 +358,7 @@ def test_scan_equals_reference_at_every_position():
         for s in range(len(text)):
             for m in engine.match_at(text, s):
                 engine.handle(text, m, s, ref)
-        assert sorted(_scan(text, _Dyn(frozenset(), 6))) == sorted(ref), text
+        assert sorted(_scan(text, _Dyn(frozenset(), 6), engine)) == sorted(ref), text
 
 
 # ---------------------------------------------------------------------------

@@ -16,6 +16,7 @@ their tool, and its deny arguments are theirs to set.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -99,7 +100,14 @@ FAMILIES: tuple[RiskFamily, ...] = (
 )
 # Any family name may carry a packaging suffix (bash.orig, node-real, python3.11.bin); names match in any case.
 _SUFFIX = r"(?:[-.](?:bin|real|orig|static|exe|dist|new|old|distrib))?"
-_NAME_RE = re.compile("|".join(f"(?P<{f.kind}>(?:{f.names}){_SUFFIX})" for f in FAMILIES), re.IGNORECASE)
+
+
+@functools.cache
+def _name_re() -> re.Pattern:
+    """Every family's names in one pattern: compiled on first use (~0.1 s), not when a process starts."""
+    return re.compile("|".join(f"(?P<{f.kind}>(?:{f.names}){_SUFFIX})" for f in FAMILIES), re.IGNORECASE)
+
+
 _BY_KIND = {f.kind: f for f in FAMILIES}
 # Strings found only in multi-call binaries (BusyBox, Toybox, GNU coreutils built as one binary).
 MULTICALL_MARKERS = (b"BusyBox v", b"multi-call binary", b"multicall binary", b"--coreutils-prog=")
@@ -114,7 +122,7 @@ SHELLS_FILE = "/etc/shells"
 
 def family_for_name(name: str) -> RiskFamily | None:
     """The family a program's file name belongs to, or None."""
-    m = _NAME_RE.fullmatch(name)
+    m = _name_re().fullmatch(name)
     return _BY_KIND[m.lastgroup] if m else None
 
 

@@ -20,12 +20,11 @@ differently from /bin/sh, the template is refused rather than guessed (`_structu
 """
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from dataclasses import dataclass, field
-
-import tree_sitter_bash
-from tree_sitter import Language, Node, Parser
+from typing import TYPE_CHECKING
 
 from tools_app.security.shell_check.analysis import CommandAnalysis, normalize_text
 from tools_app.security.shell_check.classify import executes_stdin
@@ -48,6 +47,9 @@ from tools_app.security.shell_check.wrappers import (
     unwrap,
 )
 
+if TYPE_CHECKING:
+    from tree_sitter import Node
+
 # Where a placeholder stands, which decides how its reference is written into the script.
 WORD = "word"          # part of a word: "${VAR}" (one piece of text, never split or globbed)
 DQUOTE = "dquote"      # inside the author's double quotes: ${VAR}
@@ -56,8 +58,16 @@ HEREDOC = "heredoc"    # inside an unquoted here-document: ${VAR}
 TAINT = "\ue0a0"  # a value (or something carrying one) inside a statically decoded word
 NEWLINE = b"\n"
 
-_LANGUAGE = Language(tree_sitter_bash.language())
 _local = threading.local()
+
+
+@functools.cache
+def _language():
+    """tree-sitter's bash grammar, loaded on the first template checked (not when a process starts)."""
+    import tree_sitter_bash
+    from tree_sitter import Language
+
+    return Language(tree_sitter_bash.language())
 
 # Builtins whose operands are names, options or code: a value there is refused whatever it is.
 NAME_OR_CODE_BUILTINS = word_set(
@@ -120,7 +130,9 @@ class Site:
 def _parse(text: str):
     parser = getattr(_local, "parser", None)
     if parser is None:
-        parser = _local.parser = Parser(_LANGUAGE)
+        from tree_sitter import Parser
+
+        parser = _local.parser = Parser(_language())
     return parser.parse(text.encode())
 
 

@@ -15,7 +15,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
-from goclaw.services import admin_ensure, database_check
+from goclaw.services import admin_ensure, database_check, static_collect
 
 RESTART_LIMIT = 5  # restarts of one child within RESTART_WINDOW before `up` gives up
 RESTART_WINDOW = 60.0
@@ -136,7 +136,7 @@ class Command(BaseCommand):
             self.stderr.write(self.style.WARNING(
                 "DATABASE_URL connects as a PostgreSQL superuser: goclaw needs only a role that owns its database"))
         call_command("migrate", interactive=False, verbosity=0)
-        call_command("collectstatic", interactive=False, verbosity=0)
+        static_collect()
         created, password = admin_ensure(username=settings.ADMIN_USER, password=settings.ADMIN_PASSWORD,
                                          password_file=settings.DATA_DIR / "admin-password.txt")
         if created and password:

@@ -2,6 +2,7 @@
 dynamic values an instance has been given, merged into one redaction pass."""
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from collections.abc import Iterable
@@ -13,11 +14,15 @@ from .engine import Engine, project
 
 REDACTED = "[REDACTED]"
 
-# the compiled default table, shared by every Scrubber
-DEFAULT_ENGINE = Engine(DETECTORS)
+@functools.cache
+def default_engine() -> Engine:
+    """The compiled default table, shared by every Scrubber: compiled on first use (~0.2 s), not at import, so a
+    process that never scrubs (a management command) never pays for it; servers compile it as they start
+    (goclaw.warmup)."""
+    return Engine(DETECTORS)
 
 
-def _scan(text: str, dyn: _Dyn, engine: Engine = DEFAULT_ENGINE) -> list[tuple[int, int]]:
+def _scan(text: str, dyn: _Dyn, engine: Engine) -> list[tuple[int, int]]:
     """Spans to redact: the static detectors at the prefilter's candidate
     positions, then the dynamic values."""
     out: list[tuple[int, int]] = []
@@ -69,7 +74,7 @@ class Scrubber:
 
     def __init__(self, *, min_dynamic_length: int = 6, engine: Engine | None = None):
         self.min_dynamic_length = int(min_dynamic_length)
-        self._engine = engine or DEFAULT_ENGINE
+        self._engine = engine
         self._lock = threading.Lock()
         self._dyn = _Dyn(frozenset(), self.min_dynamic_length)
 
@@ -109,7 +114,7 @@ class Scrubber:
         if not text:
             return text, 0
         dyn = self._dyn  # snapshot (copy-on-write)
-        spans = _scan(text, dyn, self._engine)
+        spans = _scan(text, dyn, default_engine() if self._engine is None else self._engine)
         if not spans:
             return text, 0
         spans.sort()

@@ -27,6 +27,7 @@ from __future__ import annotations
 import base64
 import bisect
 import codecs
+import functools
 import hashlib
 import json
 import re
@@ -37,7 +38,6 @@ from collections import OrderedDict
 from collections.abc import Iterable
 
 import hyperscan
-import numpy
 
 from .engine import Hs
 
@@ -90,26 +90,33 @@ def _fold_char(ch: str) -> str:
     return "?"
 
 
-# code point -> the byte it projects to; filled lazily for the non-ASCII characters met (numpy: one C pass a text)
-_LUT = numpy.full(0x110000, ord("?"), dtype=numpy.uint8)
-_LUT[:128] = numpy.arange(128, dtype=numpy.uint8)
-_LUT_KNOWN = numpy.zeros(0x110000, dtype=bool)
-_LUT_KNOWN[:128] = True
 _LUT_LOCK = threading.Lock()
+
+
+@functools.cache
+def _lut():
+    """code point -> the byte it projects to, and which code points are filled in: filled lazily for the non-ASCII
+    characters met (numpy: one C pass a text). Built on the first non-ASCII text (numpy imports in ~0.3 s)."""
+    import numpy
+
+    lut, known = numpy.full(0x110000, ord("?"), dtype=numpy.uint8), numpy.zeros(0x110000, dtype=bool)
+    lut[:128], known[:128] = numpy.arange(128, dtype=numpy.uint8), True
+    return numpy, lut, known
 
 
 def project(text: str) -> bytes:
     """One byte per character (so offsets are ``str`` offsets), non-ASCII characters folded by ``_fold_char``."""
     if text.isascii():
         return text.encode("ascii")
+    numpy, lut, known = _lut()  # two first callers may each build one: both are correct, one is kept
     points = numpy.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=numpy.uint32)
-    new = numpy.unique(points[~_LUT_KNOWN[points]])
+    new = numpy.unique(points[~known[points]])
     if new.size:
         with _LUT_LOCK:
             for cp in new.tolist():
-                _LUT[cp] = ord(_fold_char(chr(cp))) if not 0xD800 <= cp <= 0xDFFF else ord("?")
-                _LUT_KNOWN[cp] = True
-    return _LUT[points].tobytes()
+                lut[cp] = ord(_fold_char(chr(cp))) if not 0xD800 <= cp <= 0xDFFF else ord("?")
+                known[cp] = True
+    return lut[points].tobytes()
 
 
 def skeleton(text: str) -> bytes:

@@ -4,13 +4,9 @@ statically (quotes, variables, `$IFS`, `$(echo ..)`), unwrap wrappers and recurs
 """
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
-
-try:  # bashlex is the primary parser; the lexer's fallback covers what it rejects.
-    import bashlex
-except Exception:  # pragma: no cover - optional at import time
-    bashlex = None
 
 from .classify import executes_stdin
 from .command import SimpleCommand, literal_text, normalize_path, why_critical
@@ -80,6 +76,7 @@ class CommandAnalysis:
         return self.cmds[start:]
 
     def _parse(self, s: str) -> list:
+        bashlex = _bashlex()
         if bashlex is not None and len(s) < 20000 and "\ue000" not in s:
             try:
                 src = s + "\n" if "<<" in s and not s.endswith("\n") else s
@@ -585,6 +582,17 @@ class CommandAnalysis:
                 cmd.subs.extend(inner)
         if re.search(r"(system|exec|eval|popen)\s*\(?\s*(\$0|\$_|<STDIN>|sys\.stdin|STDIN|gets|readline|input\()", code):
             cmd.stdin_exec = True
+
+
+@functools.cache
+def _bashlex():
+    """bashlex, the primary parser, imported on the first parse (~0.1 s) rather than when a process starts; None
+    where it cannot be imported (the lexer's fallback covers what bashlex rejects)."""
+    try:
+        import bashlex
+    except Exception:  # pragma: no cover - optional
+        return None
+    return bashlex
 
 
 # ---------------------------------------------------------------- public API
