@@ -45,6 +45,7 @@ def people_group(name: str):
         import_module("console_app.migrations.0002_people_groups").people_groups_ensure(apps)
         # and what later migrations added to them
         import_module("runtime_app.migrations.0002_people_groups").runtime_people_groups_ensure(apps)
+        import_module("console_app.migrations.0003_people_groups_tasks_oauth").groups_extended(apps)
         group = Group.objects.get(name=name)
     return group
 

@@ -29,7 +29,7 @@ from tools_app.security.scrub import Scrubber
 from tools_app.security.scrub.detectors import DETECTORS, LEGACY_DETECTORS
 from tools_app.security.scrub.dynamic import _Dyn
 from tools_app.security.scrub.engine import Engine
-from tools_app.security.scrub.scrubber import _scan
+from tools_app.security.scrub.scrubber import _scan, default_engine
 
 CORPUS = os.path.join(os.path.dirname(__file__), "corpus")
 
@@ -206,7 +206,7 @@ def test_widening_only_adds_the_listed_detectors_redactions():
     """Full result = reference spans + spans of the listed P7 detectors."""
     empty = _Dyn(frozenset(), 6)
     for text in CASES:
-        full = _merge(_scan(text, empty))
+        full = _merge(_scan(text, empty, default_engine()))
         legacy = _scan(text, empty, LEGACY_ENGINE)
         assert _merge(legacy) == _merge(reference._scan(text, reference._Dyn(frozenset(), 6))), text
         legacy_glued = _scan(text, empty, LEGACY_GLUED_ENGINE)
