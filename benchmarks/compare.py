@@ -50,6 +50,8 @@ def main() -> None:
     before_tree = Path(tempfile.mkdtemp(prefix="goclaw-before-"))
     subprocess.run(["git", "worktree", "add", "--force", "--detach", str(before_tree), args.rev], cwd=ROOT, check=True)
     (before_tree / ".venv").symlink_to(ROOT / ".venv")
+    if not (before_tree / "benchmarks" / args.script).exists():  # a benchmark new in this change measures both sides
+        shutil.copy2(ROOT / "benchmarks" / args.script, before_tree / "benchmarks" / args.script)
     runs: dict[str, list[dict]] = {"before": [], "after": []}
     try:
         for round_no in range(args.rounds):

@@ -1,11 +1,12 @@
 """`manage.py config_export [--file F] [--format yaml|json]`: the whole governance configuration as one document."""
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from config_app.document import document_dump
 from config_app.services import config_export
+from goclaw.management.base import OperationalCommand
 
 
-class Command(BaseCommand):
+class Command(OperationalCommand):
     help = ("Export the whole governance configuration as one YAML document (docs/config-as-code.md). Secrets are "
             "references ({env: NAME} or {set: true}), never values; tokens are never exported.")
 

@@ -1,14 +1,15 @@
 """`manage.py config_import F [--dry-run] [--prune]`: apply a document, all or nothing, and print the diff."""
 import sys
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from config_app.document import document_load
 from config_app.errors import ConfigInvalid
 from config_app.services import config_import, plan_text
+from goclaw.management.base import OperationalCommand
 
 
-class Command(BaseCommand):
+class Command(OperationalCommand):
     help = ("Import a governance configuration document (YAML, JSON, or GoClaw's JSON shapes; - reads standard "
             "input). Prints the diff; on any problem lists every one with its path, changes nothing, exits 1.")
 

@@ -1,11 +1,11 @@
 """`manage.py audit_verify`: walk every audit chain and checkpoint (docs/audit-integrity.md). Exit 0 when intact, 1
 when any row was modified, deleted or inserted out of band, printing the first broken row's id and why first."""
-from django.core.management.base import BaseCommand
 
 from goclaw.audit_trail import audit_verify
+from goclaw.management.base import OperationalCommand
 
 
-class Command(BaseCommand):
+class Command(OperationalCommand):
     help = "Verify the audit trail's hash chains and checkpoints; exit 1 if any row was changed, removed or added."
 
     def add_arguments(self, parser):

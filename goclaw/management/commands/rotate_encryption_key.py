@@ -2,12 +2,13 @@
 GOCLAW_ENCRYPTION_OLD_KEYS open them). Safe to interrupt and re-run; exits non-zero until nothing is left to do."""
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from goclaw.management.base import OperationalCommand
 from goclaw.secrets import encryption_key_rotate
 
 
-class Command(BaseCommand):
+class Command(OperationalCommand):
     help = ("Re-encrypt every sealed value that is not sealed with the current GOCLAW_ENCRYPTION_KEY, in short "
             "row-locked batches (safe beside live traffic, safe to interrupt and re-run). See docs/secrets.md.")
 

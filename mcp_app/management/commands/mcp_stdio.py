@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from goclaw.management.base import OperationalCommand
 from tools_app.services.agents import token_authenticate
 
 
-class Command(BaseCommand):
+class Command(OperationalCommand):
     help = "An MCP stdio server forwarding to goclaw's /mcp endpoint with an agent token from the environment."
 
     def add_arguments(self, parser):

@@ -5,12 +5,12 @@ from __future__ import annotations
 import signal
 import threading
 
-from django.core.management.base import BaseCommand
 
+from goclaw.management.base import OperationalCommand
 from runtime_app.runner import Runner
 
 
-class Command(BaseCommand):
+class Command(OperationalCommand):
     help = "Run hosted agents' sessions (leases runnable sessions from the database; stop with SIGTERM)."
 
     def add_arguments(self, parser):

@@ -1,15 +1,16 @@
 """`manage.py sandbox_selftest [PROFILE]`: run the sandbox probe suite and print what held."""
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from goclaw.management.base import OperationalCommand
 from sandbox_app.admin import platform_paths
 from sandbox_app.models import SandboxProfile
 from sandbox_app.selectors import sandbox_profile_get
 from sandbox_app.selftest import sandbox_selftest_run
 
 
-class Command(BaseCommand):
+class Command(OperationalCommand):
     help = ("Run the sandbox self-test in a profile (default: the default profile) and print, probe by probe, "
             "what held. Exits with status 1 when a probe did not hold.")
 

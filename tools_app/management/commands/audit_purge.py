@@ -1,11 +1,12 @@
 """Delete audit rows (and their stored outputs) older than GOCLAW_AUDIT_RETENTION_DAYS now, instead of waiting for
 the hourly schedule; `--dry-run` only says what would go. See docs/audit-search.md."""
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from goclaw.management.base import OperationalCommand
 from tools_app.services.audit import PURGE_BATCH, audit_purge_expired
 
 
-class Command(BaseCommand):
+class Command(OperationalCommand):
     help = "Purge audit rows older than the retention (docs/audit-search.md)."
 
     def add_arguments(self, parser):

@@ -3,14 +3,15 @@ flags and tips come from `tools_app.services.cli_binaries.PRESETS`. Env values a
 environment (`--env NAME`), never from the command line, where `ps` and shell history would show them."""
 import os
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from goclaw.errors import ApplicationError
+from goclaw.management.base import OperationalCommand
 from tools_app.models import Agent
 from tools_app.services.cli_binaries import PRESETS, cli_binary_add_preset
 
 
-class Command(BaseCommand):
+class Command(OperationalCommand):
     help = "Register a credentialed CLI binary from a preset (docs/credentialed-exec.md)."
 
     def add_arguments(self, parser):

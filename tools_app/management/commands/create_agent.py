@@ -1,12 +1,13 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from goclaw.errors import ApplicationError
+from goclaw.management.base import OperationalCommand
 from sandbox_app.models import SandboxProfile
 from tools_app.choices import AgentType
 from tools_app.services.agents import agent_create
 
 
-class Command(BaseCommand):
+class Command(OperationalCommand):
     help = "Create an agent (then give it a token with `issue_token`)."
 
     def add_arguments(self, parser):

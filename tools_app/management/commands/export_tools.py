@@ -1,12 +1,13 @@
 import json
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from goclaw.management.base import OperationalCommand
 from tools_app.models import Agent
 from tools_app.services.custom_tools import custom_tool_export
 
 
-class Command(BaseCommand):
+class Command(OperationalCommand):
     help = ("Export custom tools as JSON (the import format; env values are never exported). "
             "--agent KEY exports that agent's own tools only.")
 

@@ -1,13 +1,14 @@
 import json
 import sys
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from goclaw.errors import ApplicationError
+from goclaw.management.base import OperationalCommand
 from tools_app.services.custom_tools import custom_tool_import
 
 
-class Command(BaseCommand):
+class Command(OperationalCommand):
     help = ("Import custom tools from a JSON file (one tool object or a list; docs/custom-tools.md). All or nothing: "
             "every problem is listed with its position and nothing is saved unless there are none.")
 

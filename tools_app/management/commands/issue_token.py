@@ -1,10 +1,11 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from goclaw.errors import ApplicationError
+from goclaw.management.base import OperationalCommand
 from tools_app.services.agents import agent_get_by_key, token_issue
 
 
-class Command(BaseCommand):
+class Command(OperationalCommand):
     help = "Issue an API token for an agent and print it once (only its hash is stored)."
 
     def add_arguments(self, parser):
