@@ -227,3 +227,11 @@ def pytest_collection_modifyitems(config, items):
         order.insert(n + (3 * n * len(fast)) // (4 * max(len(slow), 1)), path)
     rank = {path: position for position, path in enumerate(order)}
     items.sort(key=lambda item: rank[item.path])  # stable: a file's tests keep their order
+    if any("up_env" in getattr(item.module, "__dict__", {}) for item in items if isinstance(item, pytest.Function)):
+        # the migrated data dir end-to-end tests copy (tests/servers.py) is made meanwhile, not when the first of them
+        # starts (~40 s in which that worker, and any other reaching one, would wait); one worker makes it, under a lock
+        import threading
+
+        from tests.servers import migrated_data_dir
+
+        threading.Thread(target=migrated_data_dir, name="migrated-data-dir", daemon=True).start()

@@ -119,11 +119,16 @@ def test_up_serves_everything_and_events_cross_processes(tmp_path):
     assert "Created admin user" not in (tmp_path / "up2.log").read_text()
 
 
-def test_with_redis_url_events_and_tasks_go_through_redis(tmp_path, redis_url):
+def test_with_external_database_and_redis_urls_events_and_tasks_go_through_redis(tmp_path, redis_url, embedded_pg):
+    """DATABASE_URL pointing at another PostgreSQL (here: the test suite's own server, which has pgvector) and
+    REDIS_URL: no embedded server starts, and events and the worker's tasks go through Redis (one `up` for both)."""
+    import psycopg
     import redis
 
-    url = redis_url
-    env = {**_env(tmp_path / "var"), "REDIS_URL": url}
+    with psycopg.connect(embedded_pg.uri("postgres", superuser=True), autocommit=True) as conn:
+        conn.execute("DROP DATABASE IF EXISTS goclaw_external")
+        conn.execute("CREATE DATABASE goclaw_external")
+    env = _env(tmp_path / "var", DATABASE_URL=embedded_pg.uri("goclaw_external", superuser=True), REDIS_URL=redis_url)
     up = Up(env, _free_port(), _free_port(), tmp_path / "up.log")
     try:
         up.wait_healthy()
@@ -133,25 +138,9 @@ def test_with_redis_url_events_and_tasks_go_through_redis(tmp_path, redis_url):
         health = httpx.get(up.base + "/healthz", headers={"Authorization": f"Bearer {monitor}"}).json()
         assert health["checks"]["channel_layer"]["backend"] == "RedisPubSubChannelLayer"
         _events_cross_processes(env, up)
-        assert any(key.startswith(b"django_q") for key in redis.Redis.from_url(url).keys("*"))
-    finally:
-        assert up.stop() == 0
-
-
-def test_up_uses_an_external_database_url_and_starts_no_embedded_server(tmp_path, embedded_pg):
-    """DATABASE_URL pointing at another PostgreSQL (here: the test suite's own server, which has pgvector)."""
-    import psycopg
-
-    with psycopg.connect(embedded_pg.uri("postgres", superuser=True), autocommit=True) as conn:
-        conn.execute("DROP DATABASE IF EXISTS goclaw_external")
-        conn.execute("CREATE DATABASE goclaw_external")
-    url = embedded_pg.uri("goclaw_external", superuser=True)
-    env = _env(tmp_path / "var", DATABASE_URL=url)
-    up = Up(env, _free_port(), _free_port(), tmp_path / "up.log")
-    try:
-        up.wait_healthy()
-        tables = _manage(env, "shell", "-c", "from django.db import connection; print(connection.settings_dict['NAME'])")
-        assert tables.strip().splitlines()[-1] == "goclaw_external"
+        assert any(key.startswith(b"django_q") for key in redis.Redis.from_url(redis_url).keys("*"))
+        database = _manage(env, "shell", "-c", "from django.db import connection; print(connection.settings_dict['NAME'])")
+        assert database.strip().splitlines()[-1] == "goclaw_external"
     finally:
         assert up.stop() == 0
     assert "DATABASE_URL connects as a PostgreSQL superuser" in (tmp_path / "up.log").read_text()
