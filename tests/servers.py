@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import signal
 import socket
@@ -89,6 +90,28 @@ def manage(env: dict[str, str], *args: str, timeout: float = 120) -> str:
     if result.returncode != 0:
         raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{result.stderr[-3000:]}")
     return result.stdout
+
+
+_MANY = """
+import contextlib, io, json
+from django.core.management import call_command
+outputs = []
+for args in json.loads({commands!r}):
+    output = io.StringIO()
+    with contextlib.redirect_stdout(output):  # `shell -c` prints to sys.stdout
+        call_command(*args, stdout=output)
+    outputs.append(output.getvalue())
+print({marker!r} + json.dumps(outputs))
+"""
+
+
+def manage_many(env: dict[str, str], *commands: tuple[str, ...], timeout: float = 180) -> list[str]:
+    """Several management commands run in order in one `manage.py` process (each process start is ~1.3 s of CPU):
+    their standard outputs, one per command. A failing command fails the call, like `manage`."""
+    marker = "\x1egoclaw-outputs:"
+    script = _MANY.format(commands=json.dumps([list(args) for args in commands]), marker=marker)
+    out = manage(env, "shell", "--no-imports", "-c", script, timeout=timeout)
+    return json.loads(out[out.rindex(marker) + len(marker):])
 
 
 class UpProcess:

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from playwright.sync_api import sync_playwright
 
-from tests.servers import UpProcess, free_port, manage, up_env
+from tests.servers import UpProcess, free_port, manage_many, up_env
 
 pytestmark = pytest.mark.slow
 
@@ -21,8 +21,7 @@ def test_an_audit_search_filters_and_exports(tmp_path):
     up = UpProcess(env, free_port(), free_port(), tmp_path / "up.log")
     try:
         up.wait_healthy()
-        manage(env, "create_agent", "demo")
-        token = manage(env, "issue_token", "demo").strip()
+        token = manage_many(env, ("create_agent", "demo"), ("issue_token", "demo"))[-1].strip()
         agent = {"Authorization": f"Bearer {token}"}
 
         def call(tool, arguments):

@@ -6,7 +6,7 @@ import httpx
 import pytest
 from playwright.sync_api import sync_playwright, expect
 
-from tests.servers import UpProcess, free_port, manage, up_env
+from tests.servers import UpProcess, free_port, manage_many, up_env
 
 pytestmark = pytest.mark.slow
 
@@ -16,10 +16,10 @@ def test_the_dashboard_renders_with_data_and_its_badge_updates_live(tmp_path):
     up = UpProcess(env, free_port(), free_port(), tmp_path / "up.log")
     try:
         up.wait_healthy()
-        manage(env, "create_agent", "dash-agent")
-        manage(env, "shell", "-c", "from tools_app.models import Agent; a = Agent.objects.get(key='dash-agent'); "
-                                   "a.mode = 'cautious'; a.save()")
-        token = manage(env, "issue_token", "dash-agent").strip()
+        token = manage_many(env, ("create_agent", "dash-agent"),
+                            ("shell", "-c", "from tools_app.models import Agent; a = Agent.objects.get(key='dash-agent'); "
+                                            "a.mode = 'cautious'; a.save()"),
+                            ("issue_token", "dash-agent"))[-1].strip()
         agent = {"Authorization": f"Bearer {token}"}
         for _ in range(3):  # data before the page loads: calls that ran, and one the policy refused
             ran = httpx.post(up.base + "/api/v1/tools/execute", headers=agent, timeout=30,

@@ -9,7 +9,7 @@ import httpx
 import pytest
 from playwright.sync_api import sync_playwright, expect
 
-from tests.servers import UpProcess, free_port, manage, up_env
+from tests.servers import UpProcess, free_port, manage_many, up_env
 
 pytestmark = pytest.mark.slow
 
@@ -44,11 +44,10 @@ def test_the_board_follows_agents_live_and_a_persons_retry_reaches_it(tmp_path):
     up = UpProcess(env, free_port(), free_port(), tmp_path / "up.log")
     try:
         up.wait_healthy()
-        manage(env, "create_agent", "boss")
-        manage(env, "create_agent", "worker")
-        team_id = int(manage(env, "shell", "-c", CREATE_TEAM).strip().splitlines()[-1])
-        boss = manage(env, "issue_token", "boss").strip()
-        worker = manage(env, "issue_token", "worker").strip()
+        _, _, team, boss, worker = manage_many(env, ("create_agent", "boss"), ("create_agent", "worker"),
+                                               ("shell", "-c", CREATE_TEAM), ("issue_token", "boss"),
+                                               ("issue_token", "worker"))
+        team_id, boss, worker = int(team.strip().splitlines()[-1]), boss.strip(), worker.strip()
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=shutil.which("chromium"),
                                         args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from playwright.sync_api import sync_playwright, expect
 
-from tests.servers import UpProcess, free_port, manage, up_env
+from tests.servers import UpProcess, free_port, manage, manage_many, up_env
 from tests.tools_app.test_approval_notifications import WebhookServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db]  # the session fixtures need a test database when run alone
@@ -25,15 +25,13 @@ def test_the_worker_notifies_a_webhook_when_an_agent_s_call_asks(tmp_path):
     up = UpProcess(env, free_port(), free_port(), tmp_path / "up.log")
     try:
         up.wait_healthy()
-        manage(env, "create_agent", "demo")
-        manage(env, "shell", "-c", (
+        token = manage_many(env, ("create_agent", "demo"), ("shell", "-c", (
             "from tools_app.models import Agent, NotificationChannel\n"
             "from tools_app.services.notifications import notification_channel_save\n"
             "a = Agent.objects.get(key='demo'); a.mode = 'cautious'; a.save()\n"
             f"notification_channel_save(actor=None, channel=NotificationChannel(name='ops', url='{hook.url('/goclaw')}',"
             " allow_private_network=True),"
-            " secret='worker-path-secret')\n"))
-        token = manage(env, "issue_token", "demo").strip()
+            " secret='worker-path-secret')\n")), ("issue_token", "demo"))[-1].strip()
         agent = {"Authorization": f"Bearer {token}"}
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=shutil.which("chromium"),

@@ -6,7 +6,7 @@ import httpx
 import pytest
 from playwright.sync_api import sync_playwright, expect
 
-from tests.servers import UpProcess, free_port, manage, up_env
+from tests.servers import UpProcess, free_port, manage_many, up_env
 
 pytestmark = pytest.mark.slow
 
@@ -16,9 +16,10 @@ def test_a_person_approves_a_call_from_the_live_queue(tmp_path):
     up = UpProcess(env, free_port(), free_port(), tmp_path / "up.log")
     try:
         up.wait_healthy()
-        manage(env, "create_agent", "demo")
-        manage(env, "shell", "-c", "from tools_app.models import Agent; a = Agent.objects.get(key='demo'); a.mode = 'cautious'; a.save()")
-        token = manage(env, "issue_token", "demo").strip()
+        token = manage_many(env, ("create_agent", "demo"),
+                            ("shell", "-c", "from tools_app.models import Agent; a = Agent.objects.get(key='demo'); "
+                                            "a.mode = 'cautious'; a.save()"),
+                            ("issue_token", "demo"))[-1].strip()
         agent = {"Authorization": f"Bearer {token}"}
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=shutil.which("chromium"),
