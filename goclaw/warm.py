@@ -25,11 +25,11 @@ def warm() -> None:
 
 
 def settle() -> None:
-    """Load what the first request would (the URLconf: every view, serializer and admin page; the apps' warmers), then move every object
-    alive now into the garbage collector's permanent generation, and collect less often. Those objects live as long
-    as the process anyway; left to the collector, every full collection walked all of them again: ~220 ms during
-    which a WebSocket server with 1,000 sockets delivered nothing, every ~10 events (benchmarks/bench_ws_fanout.py;
-    ~110-160 ms after the freeze alone)."""
+    """Load what the first request would (the URLconf: every view, serializer and admin page; the apps' warmers),
+    then move every object alive now into the garbage collector's permanent generation, and collect less often.
+    Those objects live as long as the process anyway; left to the collector, every full collection walked all of
+    them again: ~220 ms during which a WebSocket server with 1,000 sockets delivered nothing, every ~10 events
+    (benchmarks/bench_ws_fanout.py; ~110-160 ms after the freeze alone)."""
     from django.conf import settings
     from django.urls import get_resolver
 
