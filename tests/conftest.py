@@ -212,6 +212,14 @@ def published_events(monkeypatch):
     return sent
 
 
+@pytest.fixture
+def counters_reread_only_after_a_change(monkeypatch):
+    """For tests that count queries: the per-process caches re-read their generation counters after a change and at
+    most every CHECK_SECONDS (one query); on a loaded machine that interval can pass inside a counted request. With
+    this, only a change makes them re-read, so the counts measure the code, not the clock."""
+    monkeypatch.setattr("goclaw.generations.CHECK_SECONDS", 3600)
+
+
 @pytest.hookimpl(trylast=True)  # after pytest-django's own ordering (by kind of database access)
 def pytest_collection_modifyitems(config, items):
     """Slow files spread through the first three quarters of the run. Test files go to the workers whole, in

@@ -23,7 +23,7 @@ from tools_app.selectors_audit import audit_filters_parse, audit_search
 from tools_app.services import approvals as approvals_svc
 from tools_app.services.agents import agent_update
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("counters_reread_only_after_a_change")]  # counts queries
 
 SEARCH = "/admin/console/audit/"
 GITHUB = "ghp_" + "R8mK2pQ7vX4nL9sT3wY6zA1bC5dE0fG2hJ4k"  # a well-formed (fake) GitHub token

@@ -23,7 +23,7 @@ from tools_app.security.shell_check.rules import RULE_GROUPS
 from tools_app.services import approvals as approvals_svc
 from tools_app.services.agents import agent_update
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("counters_reread_only_after_a_change")]  # counts queries
 
 STATUSES = ["ok", "ok", "ok", "error", "denied", "rate_limited", "timeout", "invalid_arguments"]
 

@@ -23,7 +23,7 @@ from tools_app import pipeline
 from tools_app.models import ApprovalRequest, ToolInvocation
 from tools_app.services.agents import agent_update
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("counters_reread_only_after_a_change")]  # counts queries
 
 LIST = "/admin/console/sessions/"
 VIEW = ("runtime_app.view_session", "runtime_app.view_sessionmessage")

@@ -20,7 +20,7 @@ from teams_app.services.tasks import (task_ask_user, task_attach, task_claim, ta
 from teams_app.services.teams import team_create
 from tests.factories import make_agent
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("counters_reread_only_after_a_change")]  # counts queries
 
 # session, user, user + group permissions, team, members, the members' hosted runs, active cards + their blockers,
 # finished cards + theirs

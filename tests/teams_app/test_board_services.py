@@ -16,7 +16,7 @@ from teams_app.services import tasks as svc
 from teams_app.services.teams import team_create, team_member_remove, team_update
 from tests.factories import make_agent
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("counters_reread_only_after_a_change")]  # counts queries
 
 
 def fresh(task: TeamTask) -> TeamTask:

@@ -15,7 +15,7 @@ from teams_app.services.delegation import agent_link_create, delegation_complete
 from teams_app.services.handoff import handoff_set
 from tests.factories import make_agent
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("counters_reread_only_after_a_change")]  # counts queries
 STAFF = Actor.system("test")
 
 

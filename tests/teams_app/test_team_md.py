@@ -12,7 +12,7 @@ from teams_app.services.teams import team_create, team_update
 from tests.factories import make_agent
 from tools_app.services.agents import token_issue
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("counters_reread_only_after_a_change")]  # counts queries
 SYSTEM = Actor.system("test")
 
 

@@ -18,7 +18,7 @@ from tools_app.policy import PolicyInput, explain, resolve
 from tools_app.registry import registry
 from tools_app.services.policy import tool_policy_delete, tool_policy_save
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("counters_reread_only_after_a_change")]  # counts queries
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -12,15 +12,7 @@ from tools_app.services import approvals as svc
 from tools_app.services.agents import agent_update
 from tools_app.toolsets import ToolSource
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def _counters_read_only_after_a_change(monkeypatch):
-    """The per-process caches re-read their generation counters after a change and at most every CHECK_SECONDS
-    (one query): on a loaded machine that interval can pass inside a counted request. Here only a change makes
-    them re-read (the uncounted request after adding rows), so the counts measure the endpoint, not the clock."""
-    monkeypatch.setattr("goclaw.generations.CHECK_SECONDS", 3600)
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("counters_reread_only_after_a_change")]
 
 
 @pytest.fixture

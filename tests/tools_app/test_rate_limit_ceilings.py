@@ -11,7 +11,7 @@ from tools_app import pipeline
 from tools_app.models import RateLimitBucket
 from tools_app.ratelimit import rate_limit_take
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("counters_reread_only_after_a_change")]  # counts queries
 
 def limits(session=0, user=0, agent=0):
     return {"rate_limit_per_hour": session, "rate_limit_user_per_hour": user, "rate_limit_agent_per_hour": agent}

@@ -18,7 +18,7 @@ from tools_app.models.skills import Skill, SkillUse
 from tools_app.services import skills as svc
 from tools_app.skills import skill_front_matter_parse, skill_search
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("counters_reread_only_after_a_change")]  # counts queries
 
 FRONT = "---\nname: PDF Tools\ndescription: Extract text and tables from PDF documents\ntags: [pdf, documents]\n---\n"
 BODY = "# PDF tools\n\n1. Run scripts/extract.py on the file.\n"
