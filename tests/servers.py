@@ -65,9 +65,9 @@ def _schema_key() -> str:
 
 
 def migrated_data_dir() -> Path:
-    """A data dir holding an initialised, migrated embedded PostgreSQL (stopped) and the static files, made by a real `manage.py migrate`
-    once per set of migrations and shared by the test workers (made under a lock; outside /tmp/pytest-of-*, whose
-    mode a new pytest session resets, locking the server's user out)."""
+    """A data dir holding an initialised, migrated embedded PostgreSQL (stopped) and the static files, made by a real
+    `migrate` and `static_collect` (as `up` does) once per set of migrations and shared by the test workers (made under
+    a lock; outside /tmp/pytest-of-*, whose mode a new pytest session resets, locking the server's user out)."""
     home = Path("/tmp/goclaw-test-data-dirs") / _schema_key()
     home.mkdir(parents=True, exist_ok=True)
     template = home / "var"
@@ -75,9 +75,8 @@ def migrated_data_dir() -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (home / "ready").exists():
             subprocess.run(["rm", "-rf", "--", str(template)], check=True)
-            env = up_env(template, fresh=True)
-            manage(env, "migrate", "--verbosity", "0")
-            manage(env, "shell", "-c", "from goclaw.services import static_collect; static_collect()")  # as `up` does
+            manage_many(up_env(template, fresh=True), ("migrate", "--verbosity", "0"),
+                        ("shell", "-c", "from goclaw.services import static_collect; static_collect()"))
             if (template / "postgres" / "postmaster.pid").exists():
                 raise RuntimeError(f"the embedded PostgreSQL of {template} still runs after `migrate`")
             subprocess.run(["rm", "-rf", "--", str(template / "run")], check=True)  # its runtime dir: per instance

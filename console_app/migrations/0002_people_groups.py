@@ -41,7 +41,6 @@ def _permissions_created(apps) -> None:
 
 def people_groups_ensure(apps, schema_editor=None) -> None:
     """Create (or complete) the three groups. Also called by tests after a flush, with the current apps."""
-    Group = apps.get_model("auth", "Group")
     Permission = apps.get_model("auth", "Permission")
     _permissions_created(apps)
     every = Permission.objects.select_related("content_type")
@@ -59,9 +58,15 @@ def people_groups_ensure(apps, schema_editor=None) -> None:
         AUDITORS: [p for p in every if p.codename.startswith("view_")] + named(AUDITOR_EXTRA_PERMISSIONS),
         ADMINISTRATORS: list(every),
     }
+    groups_granted(apps, groups)
+
+
+def groups_granted(apps, groups: dict) -> None:
+    """Give each named group (created if missing) these permissions; adds only: permissions given by hand stay."""
+    Group = apps.get_model("auth", "Group")
     for name, permissions in groups.items():
         group, _ = Group.objects.get_or_create(name=name)
-        group.permissions.add(*permissions)  # adds only: permissions given by hand stay
+        group.permissions.add(*permissions)
 
 
 class Migration(migrations.Migration):

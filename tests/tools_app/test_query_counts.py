@@ -106,12 +106,9 @@ class _Listed(Tool):
 
 
 @pytest.fixture
-def counted_source(monkeypatch):
-    import goclaw.generations
+def counted_source():
     from tools_app.toolsets import tool_source_register, tool_source_unregister
 
-    # Counters are re-read only when a cache is dropped, so a slow request cannot add a periodic check.
-    monkeypatch.setattr(goclaw.generations, "CHECK_SECONDS", 3600)
     source = _CountedSource()
     tool_source_register(source)
     yield source
