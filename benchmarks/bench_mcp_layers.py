@@ -2,7 +2,8 @@
 server, no load generator): `datetime` through goclaw's MCP ASGI app (stateless 2026-07-28 request) and through
 Django's WSGI handler (REST), each also with the pipeline stubbed out (what the layer alone costs), and the MCP app
 with its authorization forced into a worker thread (the cost of the extra thread hop that authorizing from memory
-saves). Variants alternate over BENCH_ROUNDS rounds; each figure is the median round (CPU µs per call)."""
+saves), and the MCP app with its direct path off (mcp_app.server.direct: the SDK's own stateless entry serves the
+call, what the direct path saves). Variants alternate over BENCH_ROUNDS rounds; each figure is the median round (CPU µs per call)."""
 from __future__ import annotations
 
 import asyncio
@@ -22,6 +23,7 @@ ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 def main() -> None:
     django_setup()
     import mcp_app.server.asgi as mcp_asgi
+    import mcp_app.server.direct as direct
     import mcp_app.server.handlers as handlers
     import tools_app.api.views as rest_views
     from goclaw.generations import MISSING
@@ -95,26 +97,38 @@ def main() -> None:
         def two_hops(on: bool) -> None:
             mcp_asgi.authorize_in_memory = (lambda **kwargs: MISSING) if on else in_memory
 
+        answered = direct.answered
+
+        async def not_answered(*args, **kwargs) -> bool:
+            return False
+
+        def through_sdk(on: bool) -> None:
+            direct.answered = not_answered if on else answered
+
+        def configure(name: str) -> None:
+            stubbed(name.endswith("layer_only"))
+            two_hops(name == "mcp_two_hops")
+            through_sdk(name.startswith("mcp_sdk_exchange"))
+
         variants = {
             "rest": lambda: cpu_per_call(rest_calls),
             "mcp": lambda: cpu_per_call(mcp_calls),
             "mcp_two_hops": lambda: cpu_per_call(mcp_calls),
+            "mcp_sdk_exchange": lambda: cpu_per_call(mcp_calls),
             "rest_layer_only": lambda: cpu_per_call(rest_calls),
             "mcp_layer_only": lambda: cpu_per_call(mcp_calls),
+            "mcp_sdk_exchange_layer_only": lambda: cpu_per_call(mcp_calls),
         }
         rounds: dict[str, list[float]] = {name: [] for name in variants}
         async with mcp_asgi.application.manager.run():
             for name, measure in variants.items():  # warm-up
-                stubbed(name.endswith("layer_only"))
-                two_hops(name == "mcp_two_hops")
+                configure(name)
                 await measure()
             for _ in range(ROUNDS):
                 for name, measure in variants.items():
-                    stubbed(name.endswith("layer_only"))
-                    two_hops(name == "mcp_two_hops")
+                    configure(name)
                     rounds[name].append(await measure())
-            stubbed(False)
-            two_hops(False)
+            configure("")
         return rounds
 
     load_before = os.getloadavg()[0]
@@ -125,6 +139,7 @@ def main() -> None:
         **{f"{name}_us": value for name, value in medians.items()},
         "pipeline_us": medians["rest"] - medians["rest_layer_only"],
         "thread_hop_saved_us": medians["mcp_two_hops"] - medians["mcp"],
+        "direct_path_saved_us": medians["mcp_sdk_exchange"] - medians["mcp"],
         "rounds_us": {name: [round(v) for v in values] for name, values in rounds.items()},
         "load_average_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],
     })

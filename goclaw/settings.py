@@ -288,10 +288,12 @@ MCP_RECONNECT_MAX_SECONDS = env_int("GOCLAW_MCP_RECONNECT_MAX_SECONDS", 60, mini
 MCP_RECONNECT_MAX_ATTEMPTS = env_int("GOCLAW_MCP_RECONNECT_MAX_ATTEMPTS", 10, minimum=1, maximum=1000)
 MCP_RECONNECT_COOLDOWN_SECONDS = env_int("GOCLAW_MCP_RECONNECT_COOLDOWN_SECONDS", 300, minimum=1, maximum=86400)
 MCP_IDLE_SECONDS = env_int("GOCLAW_MCP_IDLE_SECONDS", 900, minimum=10, maximum=86400)  # idle connections closed
-# goclaw's own MCP endpoint (docs/mcp-server.md): its uvicorn port, how long a call waiting for a person keeps the
+# goclaw's own MCP endpoint (docs/mcp-server.md): its port, how long a call waiting for a person keeps the
 # request open, and after how long without a request a client session is forgotten.
 MCP_PORT = env_int("GOCLAW_MCP_PORT", PORT + 2 if PORT else 0, minimum=0, maximum=65535)
-MCP_WORKERS = env_int("GOCLAW_MCP_WORKERS", 2, minimum=1, maximum=64)  # uvicorn processes (any serves any session)
+MCP_WORKERS = env_int("GOCLAW_MCP_WORKERS", 2, minimum=1, maximum=64)  # server processes (any serves any session)
+# The server `up` runs for the MCP endpoint (mcp_app.server.asgi): granian (HTTP handled in native code) or uvicorn.
+MCP_SERVER = env_choice("GOCLAW_MCP_SERVER", "granian", ("granian", "uvicorn"))
 MCP_THREADS = env_int("GOCLAW_MCP_THREADS", 40, minimum=4, maximum=512)  # per process: Django code (and a DB connection each)
 MCP_APPROVAL_WAIT = env_int("GOCLAW_MCP_APPROVAL_WAIT", 45, minimum=0, maximum=3600)  # under common 60 s client timeouts
 MCP_MAX_STREAMS_PER_AGENT = env_int("GOCLAW_MCP_MAX_STREAMS_PER_AGENT", 16, minimum=1, maximum=10_000)  # per process

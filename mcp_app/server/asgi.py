@@ -1,12 +1,14 @@
-"""The ASGI application `manage.py up` serves under uvicorn on GOCLAW_MCP_PORT: `/mcp` only. A thin layer in front
-of the SDK's session manager, which speaks both protocol eras: the session era (2025-11-25 and before: initialize,
-`Mcp-Session-Id`) and the stateless era (2026-07-28: every request self-contained, its `MCP-Protocol-Version` header
-and `_meta` saying so; the SDK checks the routing headers against the body). This layer refuses a foreign Host or browser Origin first (DNS-rebinding protection,
-mcp_app.server.security), authenticates every request (agent bearer token, 401 with the error envelope and the OAuth challenge naming
-the protected-resource metadata it also serves: docs/mcp-oauth.md), finds the
-session in PostgreSQL (another agent's session id is answered 404 as if unknown), records sessions as they open and
-end, and runs the catalog watcher that sends `notifications/tools/list_changed`. Every JSON-RPC error it or the SDK
-answers carries the request's id when the body could be read far enough to have one (JSON-RPC 2.0)."""
+"""The ASGI application `manage.py up` serves on GOCLAW_MCP_PORT (granian or uvicorn: GOCLAW_MCP_SERVER): `/mcp` only. A
+thin layer in front of the SDK's session manager, which speaks both protocol eras: the session era (2025-11-25 and
+before: initialize, `Mcp-Session-Id`) and the stateless era (2026-07-28: every request self-contained, its
+`MCP-Protocol-Version` header and `_meta` saying so; the SDK checks the routing headers against the body). This layer
+refuses a foreign Host or browser Origin first (DNS-rebinding protection, mcp_app.server.security), authenticates
+every request (agent bearer token, 401 with the error envelope and the OAuth challenge naming the protected-resource
+metadata it also serves: docs/mcp-oauth.md), finds the session in PostgreSQL (another agent's session id is answered
+404 as if unknown), records sessions as they open and end, and runs the catalog watcher that sends
+`notifications/tools/list_changed`. A stateless `tools/call` answered with JSON is served from the SDK's protocol
+pieces without its per-request scaffolding (`mcp_app.server.direct`). Every JSON-RPC error it or the SDK answers
+carries the request's id when the body could be read far enough to have one (JSON-RPC 2.0)."""
 from __future__ import annotations
 
 import json
@@ -33,7 +35,7 @@ from mcp_app.server import services  # noqa: E402
 from mcp_app.server.context import call_context, raw_context_from_headers  # noqa: E402
 from mcp_app.server.handlers import (catalog_changed, catalog_fingerprint, current_caller,  # noqa: E402
                                      header_bound_schemas, in_thread)
-from mcp_app.server import content  # noqa: E402
+from mcp_app.server import content, direct  # noqa: E402
 from mcp_app.server.server import build_server  # noqa: E402
 from mcp_app.server.manager import RevivingSessionManager, json_answer, session_id_of  # noqa: E402
 from mcp_app.server.security import host_allowed, origin_allowed  # noqa: E402
@@ -355,18 +357,20 @@ class MCPApplication:
             return
         self.agent_streams[caller.agent.pk] += long_lived
         try:
-            await self.route(scope, receive, send, caller, message, stateless)
+            await self.route(scope, receive, send, caller, message, stateless, headers)
         finally:
             self.agent_streams[caller.agent.pk] -= long_lived
             if self.agent_streams[caller.agent.pk] <= 0:
                 del self.agent_streams[caller.agent.pk]
 
-    async def route(self, scope, receive, send, caller: services.Caller, message: dict | None, stateless: bool) -> None:
+    async def route(self, scope, receive, send, caller: services.Caller, message: dict | None, stateless: bool,
+                    headers: dict[str, str]) -> None:
         """One authorized request to where it goes: a stateless exchange, a session opening, a session's GET
         stream, or a session's POST / DELETE."""
         session = caller.session
         if stateless:  # one self-contained exchange; the SDK checks the headers against the body and the version
-            await self.serve(scope, receive, send, None)
+            if not (json_answer.get() and await direct.answered(self.manager.app, scope, send, message, headers)):
+                await self.serve(scope, receive, send, None)
         elif session is None and scope["method"] == "POST":
             await self.open_session(scope, receive, send, caller, message)
         elif session is not None and scope["method"] == "GET":

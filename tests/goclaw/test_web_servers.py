@@ -1,7 +1,8 @@
 """`up` with either HTTP server (GOCLAW_WEB_SERVER): granian, the default (native-code HTTP handling), which every
 other end-to-end test also runs, and gunicorn. Each answers agents and people, and a killed worker is replaced.
 The WebSocket server (GOCLAW_WS_SERVER) is granian by default and daphne with gunicorn here: either delivers an
-agent's events to its socket."""
+agent's events to its socket. The MCP server (GOCLAW_MCP_SERVER) is granian by default and uvicorn with gunicorn here:
+either answers an agent's stateless tools/call."""
 import json
 import os
 import signal
@@ -31,10 +32,22 @@ def _web_workers(up: UpProcess, server: str) -> list[psutil.Process]:
     return [w for w in main[0].children() if "goclaw" in _cmdline(w) or server in _cmdline(w)]
 
 
-@pytest.mark.parametrize("server, ws_server", [("granian", "granian"), ("gunicorn", "daphne")])
-def test_the_web_server_serves_the_api_and_the_admin_and_replaces_a_killed_worker(tmp_path, server, ws_server):
+def mcp_call(port: int, token: str) -> dict:
+    """A stateless (2026-07-28) tools/call of `datetime` on the MCP port; the JSON-RPC answer."""
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+    answer = httpx.post(f"http://127.0.0.1:{port}/mcp", timeout=30, json={
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "datetime", "arguments": {}, "_meta": meta}},
+        headers={"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream",
+                 "Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "datetime"})
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+@pytest.mark.parametrize("server, ws_server, mcp_server", [("granian", "granian", "granian"), ("gunicorn", "daphne", "uvicorn")])
+def test_the_web_server_serves_the_api_and_the_admin_and_replaces_a_killed_worker(tmp_path, server, ws_server, mcp_server):
+    mcp_port = free_port()
     env = up_env(tmp_path / "var", GOCLAW_WEB_SERVER=server, GOCLAW_WS_SERVER=ws_server, GOCLAW_WEB_WORKERS="2",
-                 GOCLAW_ADMIN_PASSWORD="granian-admin-pw-1")
+                 GOCLAW_MCP_SERVER=mcp_server, GOCLAW_MCP_PORT=str(mcp_port), GOCLAW_ADMIN_PASSWORD="granian-admin-pw-1")
     up = UpProcess(env, free_port(), free_port(), tmp_path / "up.log")
     try:
         up.wait_healthy()
@@ -49,6 +62,8 @@ def test_the_web_server_serves_the_api_and_the_admin_and_replaces_a_killed_worke
             event = json.loads(ws.recv(timeout=30))
             assert (event["type"], event["payload"]["invocation_id"]) == ("tool.executed", ran["invocation_id"])
         assert httpx.get(up.base + "/api/v1/agents/me", headers={"Authorization": "Bearer nope"}).status_code == 401
+        called = mcp_call(mcp_port, token)["result"]
+        assert called["isError"] is False and called["structuredContent"]["status"] == "ok"
 
         with httpx.Client(base_url=up.base, timeout=30) as person:  # a browser's session: cookies and CSRF
             page = person.get("/admin/login/")

@@ -1,6 +1,6 @@
 """`manage.py up`: migrate, ensure an admin, then supervise the web server (granian or gunicorn, WSGI), the WebSocket
-server (granian by default, ASGI; GOCLAW_WS_SERVER), the MCP server (uvicorn, ASGI: docs/mcp-server.md) and the django-q2 cluster until Ctrl-C;
-PostgreSQL (embedded) stops last."""
+server (granian by default, ASGI; GOCLAW_WS_SERVER), the MCP server (granian by default, ASGI; GOCLAW_MCP_SERVER:
+docs/mcp-server.md) and the django-q2 cluster until Ctrl-C; PostgreSQL (embedded) stops last."""
 from __future__ import annotations
 
 import os
@@ -108,6 +108,18 @@ def ws_command(bindir: Path, host: str, port: int) -> list[str]:
     return [str(bindir / "daphne"), "-b", host, "-p", str(port), "--proxy-headers", app]
 
 
+def mcp_command(bindir: Path, host: str, port: int) -> list[str]:
+    """The server for the MCP endpoint (GOCLAW_MCP_SERVER): granian (HTTP parsed in native code, as for the WSGI
+    app) or uvicorn; both run the app's lifespan (the session manager and the catalog watcher)."""
+    app = "mcp_app.server.asgi:application"
+    if settings.MCP_SERVER == "granian":
+        return [str(bindir / "granian"), "--interface", "asgi", "--host", host, "--port", str(port),
+                "--workers", str(settings.MCP_WORKERS), "--backlog", "2048", "--respawn-failed-workers",
+                "--no-access-log", "--log-level", settings.LOG_LEVEL.lower(), app]
+    return [str(bindir / "uvicorn"), app, "--host", host, "--port", str(port), "--workers", str(settings.MCP_WORKERS),
+            "--lifespan", "on", "--no-access-log"]
+
+
 class Command(BaseCommand):
     help = "Set up (migrations, admin account) and serve goclaw: web, WebSocket, MCP and worker processes."
 
@@ -156,8 +168,7 @@ class Command(BaseCommand):
         children = [
             Child("web", web_command(bindir, host, port), env),
             Child("websocket", ws_command(bindir, host, ws_port), env),
-            Child("mcp", [str(bindir / "uvicorn"), "mcp_app.server.asgi:application", "--host", host, "--port", str(mcp_port),
-                          "--workers", str(settings.MCP_WORKERS), "--lifespan", "on", "--no-access-log"], env),
+            Child("mcp", mcp_command(bindir, host, mcp_port), env),
         ]
         if not no_worker:
             children.append(Child("worker", [sys.executable, str(settings.BASE_DIR / "manage.py"), "qcluster"], env))

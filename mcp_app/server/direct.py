@@ -1,0 +1,129 @@
+"""The stateless (2026-07-28) `tools/call` answered with one JSON body — nearly all of an agent's traffic — served
+from the SDK's own protocol pieces without its per-request scaffolding. The SDK's stateless entry builds, for every
+call, a Starlette request, a transport-security check, a second JSON parse, a `Connection`, a runner with its
+middleware chain and a shielded teardown: about half the MCP layer's CPU (benchmarks/bench_mcp_layers.py), and what
+kept a `tools/call` over MCP below REST's execute at 32 clients (benchmarks/bench_mcp_server.py).
+
+What decides the answer is still the SDK's: its validation ladder (`_meta` envelope, routing headers against the
+body, supported version), its per-version method surface for the params, the registered handler with its params
+model, its result surface, `resultType` and `serverInfo` stamp, and its error table. Every request this path does not
+cover exactly — anything but a well-formed `tools/call` with a JSON answer, a ladder rejection, duplicated routing
+headers, `Mcp-Param-*` arguments, a declared extension (tasks), server middleware other than goclaw's tasks one (an
+OpenTelemetry SDK installed) — is left to the SDK untouched. tests/mcp_app/test_mcp_direct.py holds both paths to the
+same answers."""
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import Server
+from mcp.server.runner import modern_error_data
+from mcp.server.streamable_http import check_accept_headers
+from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import (ERROR_CODE_HTTP_STATUS, InboundModernRoute, classify_inbound_request,
+                                find_duplicated_routing_header)
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, INTERNAL_ERROR, METHOD_NOT_FOUND, SERVER_INFO_META_KEY
+from mcp_types import methods as mcp_methods
+from mcp_types.jsonrpc import JSONRPCRequest
+from pydantic import ValidationError
+from starlette.requests import Request
+
+from mcp_app.server import services
+from mcp_app.server.tasks import TASKS, TasksMiddleware
+
+METHOD = "tools/call"
+
+
+class _NoBackChannel:
+    """The session a JSON-answered exchange has: nothing can reach the client before the result (the SDK drops
+    progress and notifications there the same way)."""
+
+    async def report_progress(self, *args, **kwargs) -> None:
+        return None
+
+    async def send_notification(self, *args, **kwargs) -> None:
+        return None
+
+
+_SILENT = _NoBackChannel()
+
+
+def _covered(server: Server, scope, message: Any, headers: Mapping[str, str]) -> tuple[JSONRPCRequest, str] | None:
+    """The request as the SDK reads it and its protocol version when this path answers it exactly as the SDK would,
+    else None."""
+    if scope["method"] != "POST" or not isinstance(message, dict) or message.get("method") != METHOD or "id" not in message:
+        return None
+    if not all(isinstance(m, TasksMiddleware) for m in server.middleware):
+        return None
+    if not headers.get("content-type", "").lower().startswith("application/json"):
+        return None
+    if not check_accept_headers(Request(scope))[0]:
+        return None
+    if find_duplicated_routing_header((k.decode("latin-1"), v) for k, v in scope["headers"]) is not None:
+        return None
+    try:
+        request = JSONRPCRequest.model_validate(message)
+    except ValidationError:
+        return None
+    params = request.params
+    if not isinstance(params, dict):
+        return None
+    lookup, name = server.get_tool_input_schema, params.get("name")
+    if lookup is None or (isinstance(name, str) and lookup(name) is not None):  # `Mcp-Param-*` arguments to check
+        return None
+    verdict = classify_inbound_request(message, headers=headers)
+    if not isinstance(verdict, InboundModernRoute):
+        return None
+    meta = params.get("_meta")
+    if TASKS in services.declared_extensions(meta.get(CLIENT_CAPABILITIES_META_KEY) if isinstance(meta, dict) else None):
+        return None
+    return request, verdict.protocol_version
+
+
+async def _result(server: Server, scope, request: JSONRPCRequest, version: str) -> dict[str, Any]:
+    """The wire result of the call (what the SDK's runner returns for it), or the exception it raises."""
+    params = request.params
+    try:
+        mcp_methods.validate_client_request(METHOD, version, params)
+    except KeyError:
+        raise MCPError(code=METHOD_NOT_FOUND, message="Method not found", data=METHOD) from None
+    entry = server.get_request_handler(METHOD)
+    if entry is None:
+        raise MCPError(code=METHOD_NOT_FOUND, message="Method not found", data=METHOD)
+    typed = entry.params_type.model_validate(params, by_name=False)
+    ctx = ServerRequestContext(session=_SILENT, lifespan_context=None, protocol_version=version, method=METHOD,
+                               params=params, request_id=request.id, request=Request(scope))
+    result = await entry.handler(ctx, typed)
+    dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    try:
+        wire = mcp_methods.serialize_server_result(METHOD, version, dumped)
+    except ValidationError:
+        raise MCPError(code=INTERNAL_ERROR, message="Handler returned an invalid result") from None
+    if wire.get("resultType") is None:
+        wire["resultType"] = "complete"
+    meta = wire.get("_meta")
+    if meta is None or (isinstance(meta, dict) and meta.get(SERVER_INFO_META_KEY) is None):
+        wire["_meta"] = {**(meta or {}), SERVER_INFO_META_KEY: server.server_info_stamp}
+    return wire
+
+
+async def answered(server: Server, scope, send, message: Any, headers: Mapping[str, str]) -> bool:
+    """Answer a stateless `tools/call` here when it is one this path covers (see the module doc): True once the
+    answer is sent; False when nothing was sent and the SDK must serve the request."""
+    covered = _covered(server, scope, message, headers)
+    if covered is None:
+        return False
+    request, version = covered
+    try:
+        answer, status = {"jsonrpc": "2.0", "id": request.id, "result": await _result(server, scope, request, version)}, 200
+    except Exception as exc:  # mapped as the SDK's stateless entry maps it: no handler internals on the wire
+        error = modern_error_data(exc)
+        answer = {"jsonrpc": "2.0", "id": request.id, "error": error.model_dump(mode="json", by_alias=True, exclude_none=True)}
+        status = ERROR_CODE_HTTP_STATUS.get(error.code, 200)
+    body = json.dumps(answer, separators=(",", ":")).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": body})
+    return True
