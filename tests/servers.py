@@ -149,6 +149,13 @@ class UpProcess:
             self.log.close()
 
 
+def _interruptible() -> None:
+    """In a child before it runs: SIGINT back to its default. An ignored SIGINT is inherited across exec (a suite
+    started in the background by a non-interactive shell ignores it), and Twisted then leaves it ignored: daphne
+    would never stop on `stop()`'s Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class DaphneProcess:
     """daphne alone serving goclaw's ASGI app, in its own session, logging to a file. With `database_url()` and
     `channel_layers()` it shares the test database and a cross-process channel layer with the test process."""
@@ -158,7 +165,8 @@ class DaphneProcess:
         self.port = port
         daphne = Path(sys.executable).parent / "daphne"
         self.proc = subprocess.Popen([str(daphne), "-b", "127.0.0.1", "-p", str(port), "goclaw.asgi:application"],
-                                     cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+                                     cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
+                                     preexec_fn=_interruptible)
 
     def wait_listening(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
