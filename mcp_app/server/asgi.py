@@ -357,19 +357,18 @@ class MCPApplication:
             return
         self.agent_streams[caller.agent.pk] += long_lived
         try:
-            await self.route(scope, receive, send, caller, message, stateless, headers)
+            await self.route(scope, receive, send, caller, message, stateless)
         finally:
             self.agent_streams[caller.agent.pk] -= long_lived
             if self.agent_streams[caller.agent.pk] <= 0:
                 del self.agent_streams[caller.agent.pk]
 
-    async def route(self, scope, receive, send, caller: services.Caller, message: dict | None, stateless: bool,
-                    headers: dict[str, str]) -> None:
+    async def route(self, scope, receive, send, caller: services.Caller, message: dict | None, stateless: bool) -> None:
         """One authorized request to where it goes: a stateless exchange, a session opening, a session's GET
         stream, or a session's POST / DELETE."""
         session = caller.session
         if stateless:  # one self-contained exchange; the SDK checks the headers against the body and the version
-            if not (json_answer.get() and await direct.answered(self.manager.app, scope, send, message, headers)):
+            if not (json_answer.get() and await direct.answered(self.manager.app, scope, send, message)):
                 await self.serve(scope, receive, send, None)
         elif session is None and scope["method"] == "POST":
             await self.open_session(scope, receive, send, caller, message)

@@ -14,7 +14,6 @@ same answers."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from typing import Any
 
 from mcp.server.context import ServerRequestContext
@@ -50,16 +49,17 @@ class _NoBackChannel:
 _SILENT = _NoBackChannel()
 
 
-def _covered(server: Server, scope, message: Any, headers: Mapping[str, str]) -> tuple[JSONRPCRequest, str] | None:
+def _covered(server: Server, scope, message: Any) -> tuple[JSONRPCRequest, str] | None:
     """The request as the SDK reads it and its protocol version when this path answers it exactly as the SDK would,
-    else None."""
+    else None. Headers are read as the SDK reads them (Starlette's: the first of repeated values)."""
     if scope["method"] != "POST" or not isinstance(message, dict) or message.get("method") != METHOD or "id" not in message:
         return None
     if not all(isinstance(m, TasksMiddleware) for m in server.middleware):
         return None
-    if not headers.get("content-type", "").lower().startswith("application/json"):
+    http_request = Request(scope)
+    if not http_request.headers.get("content-type", "").lower().startswith("application/json"):
         return None
-    if not check_accept_headers(Request(scope))[0]:
+    if not check_accept_headers(http_request)[0]:
         return None
     if find_duplicated_routing_header((k.decode("latin-1"), v) for k, v in scope["headers"]) is not None:
         return None
@@ -73,7 +73,7 @@ def _covered(server: Server, scope, message: Any, headers: Mapping[str, str]) ->
     lookup, name = server.get_tool_input_schema, params.get("name")
     if lookup is None or (isinstance(name, str) and lookup(name) is not None):  # `Mcp-Param-*` arguments to check
         return None
-    verdict = classify_inbound_request(message, headers=headers)
+    verdict = classify_inbound_request(message, headers=dict(http_request.headers))
     if not isinstance(verdict, InboundModernRoute):
         return None
     meta = params.get("_meta")
@@ -109,10 +109,10 @@ async def _result(server: Server, scope, request: JSONRPCRequest, version: str) 
     return wire
 
 
-async def answered(server: Server, scope, send, message: Any, headers: Mapping[str, str]) -> bool:
+async def answered(server: Server, scope, send, message: Any) -> bool:
     """Answer a stateless `tools/call` here when it is one this path covers (see the module doc): True once the
     answer is sent; False when nothing was sent and the SDK must serve the request."""
-    covered = _covered(server, scope, message, headers)
+    covered = _covered(server, scope, message)
     if covered is None:
         return False
     request, version = covered

@@ -150,6 +150,9 @@ def test_requests_the_direct_path_does_not_cover_reach_the_sdk(exchange, subtest
         "a notification": ({"jsonrpc": "2.0", "method": "tools/call", "params": {"_meta": META, "name": "datetime"}},
                            headers(token, "datetime")),
         "a text/plain content type": (call("datetime", {}), headers(token, "datetime", **{"Content-Type": "text/plain"})),
+        "a Content-Type given twice, JSON second": (call("datetime", {}), [
+            *[(k, v) for k, v in headers(token, "datetime").items() if k != "Content-Type"],
+            ("Content-Type", "text/plain"), ("Content-Type", "application/json")]),
         "no JSON in Accept": (call("datetime", {}), headers(token, "datetime", Accept="text/event-stream")),
         "no _meta envelope": ({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "datetime"}},
                               headers(token, "datetime")),
