@@ -49,9 +49,9 @@ class _NoBackChannel:
 _SILENT = _NoBackChannel()
 
 
-def _covered(server: Server, scope, message: Any) -> tuple[JSONRPCRequest, str] | None:
-    """The request as the SDK reads it and its protocol version when this path answers it exactly as the SDK would,
-    else None. Headers are read as the SDK reads them (Starlette's: the first of repeated values)."""
+def _covered(server: Server, scope, message: Any) -> tuple[JSONRPCRequest, str, Request] | None:
+    """The request as the SDK reads it, its protocol version and the HTTP request when this path answers it exactly as
+    the SDK would, else None. Headers are read as the SDK reads them (Starlette's: the first of repeated values)."""
     if scope["method"] != "POST" or not isinstance(message, dict) or message.get("method") != METHOD or "id" not in message:
         return None
     if not all(isinstance(m, TasksMiddleware) for m in server.middleware):
@@ -61,7 +61,7 @@ def _covered(server: Server, scope, message: Any) -> tuple[JSONRPCRequest, str] 
         return None
     if not check_accept_headers(http_request)[0]:
         return None
-    if find_duplicated_routing_header((k.decode("latin-1"), v) for k, v in scope["headers"]) is not None:
+    if find_duplicated_routing_header(http_request.headers.items()) is not None:
         return None
     try:
         request = JSONRPCRequest.model_validate(message)
@@ -79,10 +79,10 @@ def _covered(server: Server, scope, message: Any) -> tuple[JSONRPCRequest, str] 
     meta = params.get("_meta")
     if TASKS in services.declared_extensions(meta.get(CLIENT_CAPABILITIES_META_KEY) if isinstance(meta, dict) else None):
         return None
-    return request, verdict.protocol_version
+    return request, verdict.protocol_version, http_request
 
 
-async def _result(server: Server, scope, request: JSONRPCRequest, version: str) -> dict[str, Any]:
+async def _result(server: Server, request: JSONRPCRequest, version: str, http_request: Request) -> dict[str, Any]:
     """The wire result of the call (what the SDK's runner returns for it), or the exception it raises."""
     params = request.params
     try:
@@ -94,7 +94,7 @@ async def _result(server: Server, scope, request: JSONRPCRequest, version: str) 
         raise MCPError(code=METHOD_NOT_FOUND, message="Method not found", data=METHOD)
     typed = entry.params_type.model_validate(params, by_name=False)
     ctx = ServerRequestContext(session=_SILENT, lifespan_context=None, protocol_version=version, method=METHOD,
-                               params=params, request_id=request.id, request=Request(scope))
+                               params=params, request_id=request.id, request=http_request)
     result = await entry.handler(ctx, typed)
     dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
     try:
@@ -115,9 +115,10 @@ async def answered(server: Server, scope, send, message: Any) -> bool:
     covered = _covered(server, scope, message)
     if covered is None:
         return False
-    request, version = covered
+    request, version, http_request = covered
     try:
-        answer, status = {"jsonrpc": "2.0", "id": request.id, "result": await _result(server, scope, request, version)}, 200
+        answer, status = {"jsonrpc": "2.0", "id": request.id,
+                          "result": await _result(server, request, version, http_request)}, 200
     except Exception as exc:  # mapped as the SDK's stateless entry maps it: no handler internals on the wire
         error = modern_error_data(exc)
         answer = {"jsonrpc": "2.0", "id": request.id, "error": error.model_dump(mode="json", by_alias=True, exclude_none=True)}

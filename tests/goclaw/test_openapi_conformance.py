@@ -42,7 +42,7 @@ BASE_CONFIG = {
                    "allow-x00": False},
     "phases": {"stateful": {"enabled": False}},
 }
-STAFF_PHASES = {"stateful": {"enabled": False}, "coverage": {"enabled": False}}  # see the module doc
+STAFF_PHASES = {**BASE_CONFIG["phases"], "coverage": {"enabled": False}}  # see the module doc
 # /healthz answers 503 whenever a dependency is down (on a test machine, e.g. the sandbox): its documented
 # answer, not a server error. Everywhere else the database is up, so no 5xx is acceptable.
 HEALTH = {"include-path": "/healthz", "checks": {"not_a_server_error": {"expected-statuses": ["2xx", "3xx", "4xx", "503"]}}}

@@ -34,11 +34,10 @@ def _web_workers(up: UpProcess, server: str) -> list[psutil.Process]:
 
 def mcp_call(port: int, token: str) -> dict:
     """A stateless (2026-07-28) tools/call of `datetime` on the MCP port; the JSON-RPC answer."""
-    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
-    answer = httpx.post(f"http://127.0.0.1:{port}/mcp", timeout=30, json={
-        "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "datetime", "arguments": {}, "_meta": meta}},
-        headers={"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream",
-                 "Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "datetime"})
+    from tests.mcp_app.test_mcp_server_stateless import modern_headers, request
+
+    answer = httpx.post(f"http://127.0.0.1:{port}/mcp", json=request("tools/call", name="datetime", arguments={}),
+                        headers=modern_headers(token, "tools/call", "datetime"), timeout=30)
     assert answer.status_code == 200, answer.text
     return answer.json()
 

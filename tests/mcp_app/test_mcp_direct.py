@@ -11,29 +11,26 @@ import re
 
 import httpx
 import pytest
-from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
+from mcp_types import CLIENT_CAPABILITIES_META_KEY
 
 from tests.mcp_app.test_mcp_server import _generations_past_what_the_servers_saw, agent_with_token  # noqa: F401
+from tests.mcp_app.test_mcp_server_stateless import META, modern_headers, request
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
-MODERN = "2026-07-28"
-META = {PROTOCOL_VERSION_META_KEY: MODERN, CLIENT_INFO_META_KEY: {"name": "raw", "version": "0"},
-        CLIENT_CAPABILITIES_META_KEY: {}}
 VOLATILE = re.compile(r'"(invocation_id|duration_ms|started_at|finished_at|created_at)":\s*("[^"]*"|[0-9.]+|null)'
                       r'|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[^"\\ )]*')
 
 
-def call(name, arguments=None, *, request_id=1, meta=None, **params) -> dict:
-    body = {"_meta": {**META, **(meta or {})}, "name": name, **params}
-    if arguments is not None:
-        body["arguments"] = arguments
-    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": body}
+def call(name, arguments=None, *, request_id=1, meta=None) -> dict:
+    """A stateless tools/call (with `meta` added to its `_meta`)."""
+    return request("tools/call", request_id, _meta={**META, **(meta or {})}, name=name,
+                   **({"arguments": arguments} if arguments is not None else {}))
 
 
-def headers(token: str, name, **extra) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream",
-            "Content-Type": "application/json", "Mcp-Protocol-Version": MODERN, "Mcp-Method": "tools/call",
-            **({"Mcp-Name": name} if isinstance(name, str) else {}), **extra}
+def headers(token: str, name, method: str = "tools/call", **extra) -> dict[str, str]:
+    """The stateless request headers with the JSON body's Content-Type (the body is sent as bytes)."""
+    return modern_headers(token, method, name if isinstance(name, str) else None,
+                          **{"Content-Type": "application/json", **extra})
 
 
 @pytest.fixture
@@ -156,8 +153,7 @@ def test_requests_the_direct_path_does_not_cover_reach_the_sdk(exchange, subtest
         "no JSON in Accept": (call("datetime", {}), headers(token, "datetime", Accept="text/event-stream")),
         "no _meta envelope": ({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "datetime"}},
                               headers(token, "datetime")),
-        "tools/list": ({"jsonrpc": "2.0", "id": 4, "method": "tools/list", "params": {"_meta": META}},
-                       {**headers(token, None), "Mcp-Method": "tools/list"}),
+        "tools/list": (request("tools/list", 4), headers(token, None, "tools/list")),
     }
     for label, (body, request_headers) in cases.items():
         with subtests.test(label):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import signal
 import threading
 
-
 from goclaw.management.base import OperationalCommand
 from runtime_app.runner import Runner
 
