@@ -55,84 +55,78 @@ def django_db_modify_db_settings(embedded_pg, django_db_modify_db_settings_paral
     settings.DATABASES["default"]["NAME"] = "goclaw"
 
 
-# --- rows the data migrations put in (default tool profiles, MCP launchers, the default sandbox profile, …) --------
+# --- a transactional test's flush puts back what `migrate` left ------------------------------------------------------
 # A transactional test ends with a flush that empties every table; under xdist the next test of that worker may come
-# from another file and expect those rows, so they are put back right after each flush.
-_SEEDED_APPS = ("goclaw", "tools_app", "mcp_app", "sandbox_app", "teams_app", "config_app")
-_seeded: list[tuple[type, str]] = []
+# from another file and expect the rows migrate and post_migrate put in (content types, permissions, people groups,
+# default tool profiles, MCP launchers, the default sandbox profile, schedules …). They are copied once, right after the
+# test database is migrated (binary COPY per table), and every flush copies them back in its own transaction: the
+# database is then exactly as migrate left it, same ids, instead of re-running post_migrate's handlers.
+_after_migrate: list[tuple[str, bytes]] = []
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _seeded_rows(django_db_setup, django_db_blocker):
-    from django.apps import apps
-    from django.core import serializers
+def _rows_after_migrate(django_db_setup, django_db_blocker):
+    from django.core.management.commands import flush
     from django.db import connection
+    from psycopg import sql
 
     if not connection.settings_dict["NAME"].startswith("test_"):
         return  # no test of this run uses the database: pytest-django created none (nothing to restore)
-    with django_db_blocker.unblock():
-        for label in _SEEDED_APPS:
-            if label not in apps.app_configs:
-                continue
-            for model in apps.get_app_config(label).get_models():
-                if model._meta.managed and not model._meta.proxy and model._default_manager.exists():
-                    _seeded.append((model, serializers.serialize("json", model._default_manager.all())))
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        for table in connection.introspection.django_table_names(only_existing=True, include_views=False):
+            with cursor.copy(sql.SQL("COPY {} TO STDOUT (FORMAT BINARY)").format(sql.Identifier(table))) as copy:
+                rows = b"".join(copy)
+            if cursor.rowcount:
+                _after_migrate.append((table, rows))
+    flush.emit_post_migrate_signal = lambda *args, **kwargs: None  # its rows come back from the copy instead
 
 
-def _flushes(item) -> bool:
-    marker = item.get_closest_marker("django_db")
-    transactional = marker is not None and (marker.kwargs.get("transaction") or (marker.args and marker.args[0]))
-    return bool(transactional) or bool({"transactional_db", "live_server"} & set(getattr(item, "fixturenames", ())))
+def _rows_after_migrate_restore(connection) -> None:
+    from psycopg import sql
+
+    with connection.cursor() as cursor:
+        for table, rows in _after_migrate:  # foreign keys are deferred (Django's): checked at commit, in any order
+            with cursor.copy(sql.SQL("COPY {} FROM STDIN (FORMAT BINARY)").format(sql.Identifier(table))) as copy:
+                copy.write(rows)
 
 
-def _flush_retrying_deadlocks():
-    """A transactional test's flush (one TRUNCATE of every table) can meet a server process the test started (MCP,
-    daphne) still reading two of those tables in the other order; PostgreSQL then kills one of the two as a
+def _flushes_deleting_restoring_and_retrying_deadlocks():
+    """A transactional test's flush DELETEs every table's rows: ~3 ms for a test database's ~80 tables, where one
+    TRUNCATE of them all takes ~300 ms (it gives every table new files); Django's foreign keys are deferred, checked
+    at commit. It puts back what migrate left, in the same transaction. It can meet a server process the test started
+    (MCP, daphne) still reading two of those tables in the other order; PostgreSQL then kills one of the two as a
     deadlock. The flush runs in its own transaction, rolled back whole on that error, so it is simply run again."""
-    from django.db import OperationalError
+    from django.db import OperationalError, transaction
     from django.db.backends.postgresql.operations import DatabaseOperations
 
     from goclaw.audit_chain import ProcessChain
 
-    flush = DatabaseOperations.execute_sql_flush
+    flush, sql_flush = DatabaseOperations.execute_sql_flush, DatabaseOperations.sql_flush
+
+    def deleting_sql_flush(self, style, tables, *, reset_sequences=False, allow_cascade=False):
+        if reset_sequences:
+            return sql_flush(self, style, tables, reset_sequences=reset_sequences, allow_cascade=allow_cascade)
+        return [f"DELETE FROM {self.quote_name(table)}" for table in tables]
 
     def execute_sql_flush(self, sql_list):
-        # The append-only audit tables refuse TRUNCATE unless the transaction says it is a retention purge (as the
+        # The append-only audit tables refuse DELETE and TRUNCATE unless the transaction says it is a retention purge (as the
         # database's purge function does): a test database is emptied the same way.
         sql_list = ["SELECT set_config('goclaw.audit_retention', 'on', true)", *sql_list]
         for attempt in range(5):
             try:
-                done = flush(self, sql_list)
+                with transaction.atomic(using=self.connection.alias):
+                    done = flush(self, sql_list)
+                    _rows_after_migrate_restore(self.connection)
                 ProcessChain.restart_all()  # the rows this process chained are gone: it starts new chains
                 return done
             except OperationalError as exc:
                 if attempt == 4 or getattr(exc.__cause__, "sqlstate", None) != "40P01":
                     raise
 
-    DatabaseOperations.execute_sql_flush = execute_sql_flush
+    DatabaseOperations.execute_sql_flush, DatabaseOperations.sql_flush = execute_sql_flush, deleting_sql_flush
 
 
-_flush_retrying_deadlocks()
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_teardown(item, nextitem):
-    result = yield
-    if _seeded and nextitem is not None and _flushes(item):  # after the last test the database is already gone
-        from django.core import serializers
-        from django.core.management.color import no_style
-        from django.db import connection
-        from pytest_django.plugin import blocking_manager_key
-
-        with item.config.stash[blocking_manager_key].unblock():
-            for model, data in _seeded:
-                if not model._default_manager.exists():
-                    for obj in serializers.deserialize("json", data):
-                        obj.save()
-            with connection.cursor() as cursor:
-                for sql in connection.ops.sequence_reset_sql(no_style(), [model for model, _ in _seeded]):
-                    cursor.execute(sql)
-    return result
+_flushes_deleting_restoring_and_retrying_deadlocks()
 
 
 @pytest.fixture(autouse=True)
