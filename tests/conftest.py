@@ -43,6 +43,17 @@ def embedded_pg():
     cluster.cleanup()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _cheap_per_test_set_up():
+    """What production does once per process and tests once per test, made cheap: hashing a new account's password
+    (tests/hashers.py), and WhiteNoise's scan of every app's static files each time a test client builds its
+    middleware (tests fetch no static file; server processes a test starts keep serving them from the finders)."""
+    from django.conf import settings
+
+    settings.PASSWORD_HASHERS = ["tests.hashers.QuickPBKDF2PasswordHasher"]
+    settings.WHITENOISE_USE_FINDERS = False
+
+
 @pytest.fixture(scope="session")
 def django_db_modify_db_settings(embedded_pg, django_db_modify_db_settings_parallel_suffix):
     from django.conf import settings
