@@ -11,7 +11,6 @@ import logging
 from django.conf import settings
 from django.http import StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
-from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 
 from goclaw.api import error_response
 from mcp_app.server.security import origin_allowed
@@ -44,7 +43,10 @@ def mcp_proxy(request):
     if request.method not in ("POST", "DELETE"):
         return error_response(405, "method_not_allowed", "this port answers MCP POST and DELETE only; open the "
                               f"standalone stream on the MCP port ({settings.MCP_PORT})", headers={"Allow": "POST, DELETE"})
-    # the MCP port's limit, not Django's form-sized one (which would answer an HTML 400); read without holding more
+    # the MCP port's limit, not Django's form-sized one (which would answer an HTML 400); read without holding more.
+    # The SDK is imported here, not with the URLconf: a web server process that never proxies never loads it.
+    from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
+
     body = request.read(DEFAULT_MAX_REQUEST_BODY_SIZE + 1)
     if len(body) > DEFAULT_MAX_REQUEST_BODY_SIZE:
         return error_response(413, "request_too_large", "request body is too large")
