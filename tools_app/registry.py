@@ -21,6 +21,27 @@ class RegistryError(ValueError):
 _instance_ids = itertools.count(1)
 
 
+_SCHEMA_PROBLEMS: dict[str, str | None] = {}  # a schema's repr -> why it is not a JSON Schema (None: it is one)
+
+
+def _schema_problem(schema: Any) -> str | None:
+    """Checking a schema against the 2020-12 metaschema costs ~1 ms; every agent's tool set registers the same ones
+    again after each change (tools_app/toolsets.py). Remembered by repr: plain data, so the same text is the same
+    schema (a tuple and a list differ)."""
+    key = repr(schema)
+    if key in _SCHEMA_PROBLEMS:
+        return _SCHEMA_PROBLEMS[key]
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+        problem = None
+    except jsonschema.SchemaError as exc:
+        problem = exc.message
+    if len(_SCHEMA_PROBLEMS) >= 4096:
+        _SCHEMA_PROBLEMS.clear()
+    _SCHEMA_PROBLEMS[key] = problem
+    return problem
+
+
 class ToolRegistry:
     def __init__(self, parent: "ToolRegistry | None" = None, key: Any = None) -> None:
         self._parent = parent
@@ -38,10 +59,8 @@ class ToolRegistry:
     def register(self, tool: Tool, *, replace: bool = False) -> None:
         if not tool.name or not tool.name.replace("_", "").replace("-", "").replace(".", "").isalnum():
             raise RegistryError(f"invalid tool name {tool.name!r}")
-        try:
-            jsonschema.Draft202012Validator.check_schema(tool.parameters)
-        except jsonschema.SchemaError as exc:
-            raise RegistryError(f"tool {tool.name}: invalid parameters schema: {exc.message}") from None
+        if problem := _schema_problem(tool.parameters):
+            raise RegistryError(f"tool {tool.name}: invalid parameters schema: {problem}")
         if tool.parameters.get("type") != "object":
             raise RegistryError(f"tool {tool.name}: parameters must be a JSON Schema of type object")
         with self._lock:
