@@ -11,6 +11,7 @@ help:
 	@echo "make test   - make check, then run the whole test suite"
 	@echo "make bench  - run the benchmarks (results in benchmarks/results/)"
 	@echo "make check  - Django system checks, migration drift check, import-linter contracts (.importlinter)"
+	@echo "make bytecode - compile goclaw's modules once (run, test and bench do it first)"
 	@echo "make soak   - soak with faults, two replicas, WebSocket fan-out (~25 min; docs/soak-and-faults.md)"
 
 $(STAMP): requirements.txt
