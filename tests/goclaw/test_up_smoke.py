@@ -176,3 +176,52 @@ def test_up_refuses_a_port_in_use_with_a_clear_message(tmp_path):
                                 cwd=ROOT, env=_env(tmp_path / "var"), capture_output=True, text=True, timeout=60)
     assert result.returncode != 0
     assert f"127.0.0.1:{port} is already in use" in result.stderr and "Traceback" not in result.stderr
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.post(url, json={}, timeout=2).status_code < 500
+    except httpx.HTTPError:
+        return False
+
+
+def test_nothing_outlives_a_killed_up_and_the_next_up_takes_over_its_database(tmp_path):
+    """`up` killed hard (SIGKILL: no chance to stop anything): the kernel stops its web, WebSocket and MCP servers, the
+    worker cluster and the runner (parent-death signal); the embedded PostgreSQL it left is taken over by the next
+    `up` on the same data dir, which then stops it like its own."""
+    import re
+
+    import psutil
+
+    data_dir = tmp_path / "var"
+    env = _env(data_dir)
+    port, ws_port = _free_port(), _free_port()
+    up = Up(env, port, ws_port, tmp_path / "up.log")
+    try:
+        up.wait_healthy()
+        mcp_port = re.search(r"MCP: +http://[^:]+:(\d+)/mcp", (tmp_path / "up.log").read_text()).group(1)
+        deadline = time.monotonic() + 60  # every server answers before the kill: none is still starting
+        while not _answers(f"http://127.0.0.1:{mcp_port}/mcp") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        children = psutil.Process(up.proc.pid).children(recursive=True)
+        assert {"granian", "qcluster", "runtime_runner"} <= {part for child in children for part in
+                                                             (Path(word).name for word in child.cmdline())}
+        up.proc.kill()
+        up.proc.wait()
+        _, alive = psutil.wait_procs(children, timeout=60)
+        assert alive == []
+    finally:
+        up.stop()
+
+    def embedded_servers():
+        return [p for p in psutil.process_iter(["cmdline"])
+                if p.info["cmdline"] and str(data_dir / "postgres") in p.info["cmdline"]]
+
+    assert embedded_servers()  # not `up`'s child: left running, for the next `up` to find
+    up2 = Up(env, port, ws_port, tmp_path / "up2.log")
+    try:
+        up2.wait_healthy()
+        assert httpx.get(up2.base + "/admin/login/").status_code == 200
+    finally:
+        assert up2.stop() == 0
+    assert embedded_servers() == []

@@ -63,6 +63,28 @@ def free_port(host: str) -> int:
         return probe.getsockname()[1]
 
 
+_PR_SET_PDEATHSIG = 1
+
+
+def _dies_with(parent: int):
+    """A child's last step before exec: the kernel sends it SIGTERM when `parent` dies, however it died (SIGKILL after a
+    stop that took too long, the OOM killer), so a web server, worker or runner never runs on as an orphan holding its
+    port. prctl is looked up here, in `up`: nothing is loaded in the forked child. Linux only; elsewhere, nothing."""
+    import ctypes
+
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+    def set_parent_death_signal() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:  # `up` died before the line above: nobody would send the signal
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return set_parent_death_signal
+
+
 class Child:
     def __init__(self, name: str, argv: list[str], env: dict[str, str]):
         self.name, self.argv, self.env = name, argv, env
@@ -70,8 +92,9 @@ class Child:
         self.restarts: list[float] = []
 
     def start(self) -> None:
-        # Own session: a terminal Ctrl-C reaches only `up`, which stops children in order.
-        self.proc = subprocess.Popen(self.argv, env=self.env, start_new_session=True)
+        # Own session: a terminal Ctrl-C reaches only `up`, which stops children in order; and each one is sent SIGTERM
+        # by the kernel if `up` dies without stopping them (started from `up`'s main thread, which lives as long as it).
+        self.proc = subprocess.Popen(self.argv, env=self.env, start_new_session=True, preexec_fn=_dies_with(os.getpid()))
 
     def stop(self, timeout: float = 15.0) -> None:
         if self.proc is None or self.proc.poll() is not None:
