@@ -36,9 +36,10 @@ def _schema_problem(schema: Any) -> str | None:
         problem = None
     except jsonschema.SchemaError as exc:
         problem = exc.message
-    if len(_SCHEMA_PROBLEMS) >= 4096:
-        _SCHEMA_PROBLEMS.clear()
-    _SCHEMA_PROBLEMS[key] = problem
+    if len(key) <= 65536:  # an MCP server's schema may be huge: only ordinary ones are kept (at most 4,096 of them)
+        if len(_SCHEMA_PROBLEMS) >= 4096:
+            _SCHEMA_PROBLEMS.clear()
+        _SCHEMA_PROBLEMS[key] = problem
     return problem
 
 
