@@ -251,9 +251,10 @@ def _owned(session_id, owner: str) -> Session | None:
     return session if session.lease_owner == owner and session.status in ACTIVE_STATUSES else None
 
 
-# One statement per write of a run (its round trips are most of a turn's cost outside the model): take the session's
-# row lock if the run still holds it (else nothing happens and no row comes back), read what arrived since the run
-# last looked, and append the new message after it; what arrived and the new message come back, in order.
+# A write of a run, once the session's row lock is taken (_run_append): read what arrived since the run last looked,
+# and append the new message after it; what arrived and the new message come back, in order. The lock is taken by the
+# statement before: one statement reads with the snapshot it started with, so had it waited here for the lock of a
+# person's message being posted, it would not see that message, and would append with the same seq (or skip it).
 _RUN_APPEND = """
 WITH s AS (
     UPDATE {session} SET updated_at = now(), iterations = iterations + %(turns)s,
@@ -283,6 +284,9 @@ def _run_append(session: Session, owner: str, after_seq: int, *, role: str, cont
     the session (cancelled, or another runner took over). Text is scrubbed like every message's."""
     values = {"tool_calls": [], "tool_call_id": "", "tool_name": "", "verdict": "", "is_error": False,
               "invocation_id": None, "approval_id": None, "tokens_in": 0, "tokens_out": 0, "answers_seq": 0, **fields}
+    if not Session.objects.select_for_update(of=("self",)).filter(
+            pk=session.pk, lease_owner=owner, status__in=ACTIVE_STATUSES).values_list("pk", flat=True):
+        return None
     sql = _RUN_APPEND.format(session=Session._meta.db_table, message=SessionMessage._meta.db_table)
     rows = list(SessionMessage.objects.raw(sql, {
         **values, "tool_calls": json.dumps(values["tool_calls"]), "id": session.pk, "owner": owner,

@@ -155,7 +155,8 @@ def test_up_refuses_a_database_without_pgvector_with_a_clear_message(tmp_path):
     from tests.servers import ROOT
 
     env = {**_env(tmp_path / "var"), "DATABASE_URL": "postgresql://postgres@127.0.0.1:5432/test"}
-    result = subprocess.run([sys.executable, "manage.py", "up", "--port", str(_free_port())], cwd=ROOT, env=env,
+    ports = ("--port", str(_free_port()), "--ws-port", str(_free_port()), "--mcp-port", str(_free_port()))  # not P+1, P+2
+    result = subprocess.run([sys.executable, "manage.py", "up", *ports], cwd=ROOT, env=env,
                             capture_output=True, text=True, timeout=60)
     assert result.returncode != 0
     assert "no `vector` extension available" in result.stderr and "Traceback" not in result.stderr

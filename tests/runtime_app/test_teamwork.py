@@ -337,6 +337,53 @@ def test_only_the_lead_gets_team_md_in_its_system_prompt():
 
 
 # --- what arrives as a run completes -------------------------------------------------------------------------------
+def test_a_runs_reply_waiting_for_a_message_being_posted_reads_it_and_comes_after_it(hosted):
+    """A teammate's message is being posted (the session's row lock held) as the run writes its reply: the reply
+    waits, then reads that message and is appended after it. (It used to read with the snapshot from before the wait:
+    the same seq as the posted message, a unique violation, and the run failed.)"""
+    import threading
+
+    from django.db import connection, transaction
+
+    session = session_create(agent=hosted, created_by="test", message="hi")
+    assert session_claim(owner="runner-x", limit=10) == [session.pk]
+    posted, release, replies = threading.Event(), threading.Event(), []
+
+    def post():
+        try:
+            with transaction.atomic():
+                session_message_post(session=session, content="teammate: agent-x (completed)")
+                posted.set()
+                release.wait(60)
+        finally:
+            connection.close()
+
+    def reply():
+        try:
+            replies.append(run_record_reply(session=session, owner="runner-x", after_seq=1, content="hello",
+                                            tool_calls=[], tokens_in=1, tokens_out=1))
+        finally:
+            connection.close()
+
+    poster, replier = threading.Thread(target=post), threading.Thread(target=reply)
+    poster.start()
+    assert posted.wait(60)
+    replier.start()
+    deadline = time.monotonic() + 60
+    with connection.cursor() as cursor:  # the reply is queued behind the post's lock before the post commits
+        while time.monotonic() < deadline:
+            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                           "AND wait_event_type = 'Lock'")
+            if cursor.fetchone()[0]:
+                break
+            time.sleep(0.05)
+    release.set()
+    poster.join(60)
+    replier.join(60)
+    assert [(m.seq, m.role) for m in replies[0]] == [(2, MessageRole.USER), (3, MessageRole.ASSISTANT)]
+    assert list(SessionMessage.objects.filter(session=session).order_by("seq").values_list("seq", flat=True)) == [1, 2, 3]
+
+
 def test_a_message_that_arrives_between_the_final_reply_and_the_runs_end_is_answered(hosted):
     quiet = session_create(agent=hosted, created_by="test", message="hi")
     busy = session_create(agent=hosted, created_by="test", message="hi")
