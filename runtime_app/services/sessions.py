@@ -9,11 +9,12 @@ import os
 import socket
 import threading
 import uuid
+import functools
 from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any, Callable, Iterable, Iterator
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
@@ -251,10 +252,10 @@ def _owned(session_id, owner: str) -> Session | None:
     return session if session.lease_owner == owner and session.status in ACTIVE_STATUSES else None
 
 
-# A write of a run, once the session's row lock is taken (_run_append): read what arrived since the run last looked,
-# and append the new message after it; what arrived and the new message come back, in order. The lock is taken by the
-# statement before: one statement reads with the snapshot it started with, so had it waited here for the lock of a
-# person's message being posted, it would not see that message, and would append with the same seq (or skip it).
+# One statement per write of a run (its round trips are most of a turn's cost outside the model): take the session's
+# row lock if the run still holds it (else nothing happens and no row comes back), read what arrived since the run
+# last looked, and append the new message after it; what arrived and the new message come back, in order. A
+# statement that waited for the lock reads with its earlier snapshot: _run_write runs the write again if it missed a message.
 _RUN_APPEND = """
 WITH s AS (
     UPDATE {session} SET updated_at = now(), iterations = iterations + %(turns)s,
@@ -278,15 +279,30 @@ SELECT * FROM fresh UNION ALL SELECT * FROM added ORDER BY seq
 """
 
 
+def _run_write(write: Callable) -> Callable:
+    """A run's write (its first statement is _run_append) in a transaction of its own, run again when that statement
+    missed a message. The statement reads with the snapshot it started with: if it waited for the session's row lock
+    while a message was being posted (session_message_post holds it), it does not see that message, and its new one
+    takes the same seq, which the unique constraint refuses; the write, whole, is then run again and sees it."""
+    @functools.wraps(write)
+    def written(*args, **kwargs):
+        for attempt in range(3):
+            try:
+                with transaction.atomic():
+                    return write(*args, **kwargs)
+            except IntegrityError as exc:
+                constraint = getattr(getattr(exc.__cause__, "diag", None), "constraint_name", None)
+                if attempt == 2 or constraint != "runtime_message_seq_unique":
+                    raise
+    return written
+
+
 def _run_append(session: Session, owner: str, after_seq: int, *, role: str, content: str, turns: int = 0,
                 async_commit: bool = False, **fields: Any) -> list[SessionMessage] | None:
     """A run's write (see _RUN_APPEND): the messages since `after_seq` and the new one, or None when the run lost
     the session (cancelled, or another runner took over). Text is scrubbed like every message's."""
     values = {"tool_calls": [], "tool_call_id": "", "tool_name": "", "verdict": "", "is_error": False,
               "invocation_id": None, "approval_id": None, "tokens_in": 0, "tokens_out": 0, "answers_seq": 0, **fields}
-    if not Session.objects.select_for_update(of=("self",)).filter(
-            pk=session.pk, lease_owner=owner, status__in=ACTIVE_STATUSES).values_list("pk", flat=True):
-        return None
     sql = _RUN_APPEND.format(session=Session._meta.db_table, message=SessionMessage._meta.db_table)
     rows = list(SessionMessage.objects.raw(sql, {
         **values, "tool_calls": json.dumps(values["tool_calls"]), "id": session.pk, "owner": owner,
@@ -298,7 +314,7 @@ def _run_append(session: Session, owner: str, after_seq: int, *, role: str, cont
     return rows
 
 
-@transaction.atomic
+@_run_write
 def run_record_reply(*, session: Session, owner: str, after_seq: int, content: str, tool_calls: list[dict],
                      tokens_in: int, tokens_out: int) -> list[SessionMessage] | None:
     """The model's reply of one turn (it answers everything up to `after_seq`): the message, one more iteration, the
@@ -316,7 +332,7 @@ def run_record_reply(*, session: Session, owner: str, after_seq: int, content: s
     return rows
 
 
-@transaction.atomic
+@_run_write
 def run_record_tool_result(*, session: Session, owner: str, after_seq: int, call: dict,
                            outcome: Any) -> list[SessionMessage] | None:
     """One tool call's result, with its verdict and audit row; a parked session runs again. Returns the messages
