@@ -3,13 +3,13 @@ is a conditional UPDATE or runs under the session's row lock, so the API, the to
 processes can act on one session at once; events go out after commit (docs/runtime.md)."""
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
 import socket
 import threading
 import uuid
-import functools
 from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any, Callable, Iterable, Iterator

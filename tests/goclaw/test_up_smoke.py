@@ -109,7 +109,7 @@ def test_up_serves_everything_and_events_cross_processes(tmp_path):
     assert "goclaw stopped." in (tmp_path / "up.log").read_text()
 
     # A second start reuses the data: same admin, no new password printed.
-    up2 = Up(env, port, ws_port, tmp_path / "up2.log")
+    up2 = Up(env, _free_port(), _free_port(), tmp_path / "up2.log")
     try:
         up2.wait_healthy()
         count = _manage(env, "shell", "-c", "from django.contrib.auth.models import User; print(User.objects.filter(is_superuser=True).values_list('username', flat=True)[::1])")
@@ -179,31 +179,18 @@ def test_up_refuses_a_port_in_use_with_a_clear_message(tmp_path):
     assert f"127.0.0.1:{port} is already in use" in result.stderr and "Traceback" not in result.stderr
 
 
-def _answers(url: str) -> bool:
-    try:
-        return httpx.post(url, json={}, timeout=2).status_code < 500
-    except httpx.HTTPError:
-        return False
-
-
 def test_nothing_outlives_a_killed_up_and_the_next_up_takes_over_its_database(tmp_path):
     """`up` killed hard (SIGKILL: no chance to stop anything): the kernel stops its web, WebSocket and MCP servers, the
     worker cluster and the runner (parent-death signal); the embedded PostgreSQL it left is taken over by the next
     `up` on the same data dir, which then stops it like its own."""
-    import re
-
     import psutil
+
+    from tests.mcp_app.conformance import start_goclaw
 
     data_dir = tmp_path / "var"
     env = _env(data_dir)
-    port, ws_port = _free_port(), _free_port()
-    up = Up(env, port, ws_port, tmp_path / "up.log")
+    up, _ = start_goclaw(env, tmp_path / "up.log")  # every server answers before the kill: none is still starting
     try:
-        up.wait_healthy()
-        mcp_port = re.search(r"MCP: +http://[^:]+:(\d+)/mcp", (tmp_path / "up.log").read_text()).group(1)
-        deadline = time.monotonic() + 60  # every server answers before the kill: none is still starting
-        while not _answers(f"http://127.0.0.1:{mcp_port}/mcp") and time.monotonic() < deadline:
-            time.sleep(0.1)
         children = psutil.Process(up.proc.pid).children(recursive=True)
         assert {"granian", "qcluster", "runtime_runner"} <= {part for child in children for part in
                                                              (Path(word).name for word in child.cmdline())}
@@ -219,7 +206,7 @@ def test_nothing_outlives_a_killed_up_and_the_next_up_takes_over_its_database(tm
                 if p.info["cmdline"] and str(data_dir / "postgres") in p.info["cmdline"]]
 
     assert embedded_servers()  # not `up`'s child: left running, for the next `up` to find
-    up2 = Up(env, port, ws_port, tmp_path / "up2.log")
+    up2 = Up(env, _free_port(), _free_port(), tmp_path / "up2.log")
     try:
         up2.wait_healthy()
         assert httpx.get(up2.base + "/admin/login/").status_code == 200
