@@ -3,7 +3,8 @@ server, no load generator): `datetime` through goclaw's MCP ASGI app (stateless 
 Django's WSGI handler (REST), each also with the pipeline stubbed out (what the layer alone costs), and the MCP app
 with its authorization forced into a worker thread (the cost of the extra thread hop that authorizing from memory
 saves), and the MCP app with its direct path off (mcp_app.server.direct: the SDK's own stateless entry serves the
-call, what the direct path saves). Variants alternate over BENCH_ROUNDS rounds; each figure is the median round (CPU µs per call)."""
+call, what the direct path saves), and the same request to the main port's WSGI application (mcp_app.server.wsgi:
+answered in the request's thread before Django's request handling, as REST's execute runs). Variants alternate over BENCH_ROUNDS rounds; each figure is the median round (CPU µs per call)."""
 from __future__ import annotations
 
 import asyncio
@@ -48,6 +49,18 @@ def main() -> None:
         assert status[0].startswith("200") and b'"status":"ok"' in body.replace(b" ", b""), (status, body[:200])
 
     mcp_body = json.dumps(MODERN_CALL).encode()
+
+    def main_port_call() -> None:
+        """The same stateless tools/call to the main port's WSGI application (answered before Django's handling)."""
+        status = []
+        environ = {"REQUEST_METHOD": "POST", "PATH_INFO": "/mcp", "SERVER_NAME": "127.0.0.1", "SERVER_PORT": "8000",
+                   "HTTP_HOST": "127.0.0.1", "wsgi.input": io.BytesIO(mcp_body), "CONTENT_LENGTH": str(len(mcp_body)),
+                   "CONTENT_TYPE": "application/json", "wsgi.url_scheme": "http", "QUERY_STRING": "",
+                   "HTTP_AUTHORIZATION": f"Bearer {token}", "HTTP_ACCEPT": "application/json, text/event-stream",
+                   "HTTP_MCP_PROTOCOL_VERSION": MODERN, "HTTP_MCP_METHOD": "tools/call", "HTTP_MCP_NAME": "datetime",
+                   "REMOTE_ADDR": "127.0.0.1"}
+        body = b"".join(wsgi(environ, lambda s, h, *a: status.append(s)))
+        assert status[0].startswith("200") and b'"isError":false' in body, (status, body[:200])
     headers = [(b"host", b"127.0.0.1:8002"), (b"content-type", b"application/json"),
                (b"accept", b"application/json, text/event-stream"), (b"mcp-protocol-version", MODERN.encode()),
                (b"mcp-method", b"tools/call"), (b"mcp-name", b"datetime"), (b"authorization", f"Bearer {token}".encode()),
@@ -75,6 +88,10 @@ def main() -> None:
         for _ in range(N):
             rest_call()
 
+    def main_port_calls() -> None:
+        for _ in range(N):
+            main_port_call()
+
     async def mcp_calls() -> None:
         for _ in range(N):
             await mcp_call()
@@ -82,7 +99,7 @@ def main() -> None:
     async def cpu_per_call(calls) -> float:
         """Process CPU (every thread) per call; REST's calls run in one thread, as a WSGI worker runs them."""
         started = time.process_time()
-        await (asyncio.to_thread(calls) if calls is rest_calls else calls())
+        await (calls() if asyncio.iscoroutinefunction(calls) else asyncio.to_thread(calls))
         return (time.process_time() - started) / N * 1e6
 
     async def run() -> dict:
@@ -113,10 +130,12 @@ def main() -> None:
         variants = {
             "rest": lambda: cpu_per_call(rest_calls),
             "mcp": lambda: cpu_per_call(mcp_calls),
+            "mcp_main_port": lambda: cpu_per_call(main_port_calls),
             "mcp_two_hops": lambda: cpu_per_call(mcp_calls),
             "mcp_sdk_exchange": lambda: cpu_per_call(mcp_calls),
             "rest_layer_only": lambda: cpu_per_call(rest_calls),
             "mcp_layer_only": lambda: cpu_per_call(mcp_calls),
+            "mcp_main_port_layer_only": lambda: cpu_per_call(main_port_calls),
             "mcp_sdk_exchange_layer_only": lambda: cpu_per_call(mcp_calls),
         }
         rounds: dict[str, list[float]] = {name: [] for name in variants}

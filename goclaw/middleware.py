@@ -28,10 +28,13 @@ class ApiRequestLimitsMiddleware:
         return self.get_response(request)
 
 
+BEARER_PATHS = ("/api/", "/mcp")  # where a bearer token is the only credential (DRF views; the MCP endpoint)
+
+
 def bearer_api_call(request) -> bool:
-    """An agent's API call: under /api/ with `Authorization: Bearer …`. DRF authenticates it by that token alone (a
-    bad one is a 401, never a fall-back to the session), so no cookie is read for it and CSRF cannot apply."""
-    return request.path_info.startswith("/api/") and bearer_from_header(request.META.get("HTTP_AUTHORIZATION", "")) is not None
+    """An agent's API call: under /api/ or to /mcp with `Authorization: Bearer …`. It is authenticated by that token
+    alone (a bad one is a 401, never a fall-back to the session), so no cookie is read for it and CSRF cannot apply."""
+    return request.path_info.startswith(BEARER_PATHS) and bearer_from_header(request.META.get("HTTP_AUTHORIZATION", "")) is not None
 
 
 class _BrowserOnly:

@@ -33,15 +33,16 @@ from goclaw.errors import ApplicationError  # noqa: E402
 from goclaw.generations import MISSING  # noqa: E402
 from mcp_app.server import services  # noqa: E402
 from mcp_app.server.context import call_context, raw_context_from_headers  # noqa: E402
-from mcp_app.server.handlers import (catalog_changed, catalog_fingerprint, current_caller,  # noqa: E402
-                                     header_bound_schemas, in_thread)
+from mcp_app.server.handlers import catalog_fingerprint, current_caller, in_thread  # noqa: E402
+from mcp_app.server.inbound import (authorize, authorize_in_memory, json_message, parsed_body,  # noqa: E402
+                                    routing_headers_trimmed, stateless_era, wants_progress)
 from mcp_app.server import content, direct  # noqa: E402
 from mcp_app.server.server import build_server  # noqa: E402
 from mcp_app.server.manager import RevivingSessionManager, json_answer, session_id_of  # noqa: E402
 from mcp_app.server.security import host_allowed, origin_allowed  # noqa: E402
 from tools_app.oauth.metadata import (RESOURCE_METADATA_PATH, protected_resource_metadata,  # noqa: E402
                                       resource_base_url, www_authenticate_value)
-from tools_app.services.agents import token_active, token_authenticate_in_memory  # noqa: E402
+from tools_app.services.agents import token_active  # noqa: E402
 
 logger = logging.getLogger("goclaw.mcp.server")
 PATH = "/mcp"
@@ -65,7 +66,6 @@ async def send_error(send, status: int, code: str, message: str, details=None, h
 # A batch: one id per member that expects an answer (an invalid member: None); empty means "answer with one null id".
 ErrorAddress = tuple[bool, list]
 UNREAD: ErrorAddress = (False, [None])
-_UNPARSED = object()
 
 
 def _valid_id(value) -> bool:
@@ -174,79 +174,8 @@ def _replay(body: bytes, receive):
     return replay
 
 
-def _parsed(body: bytes):
-    """The JSON a POST body holds, else _UNPARSED (the SDK answers malformed bodies)."""
-    try:
-        return json.loads(body)
-    except (ValueError, RecursionError):
-        return _UNPARSED
-
-
-def _json_message(parsed) -> dict | None:
-    """The JSON-RPC request or notification a parsed POST body holds, else None."""
-    return parsed if isinstance(parsed, dict) and isinstance(parsed.get("method"), str) else None
-
-
 def _header_values(scope, name: bytes) -> list[str]:
     return [v.decode("latin-1") for k, v in scope["headers"] if k == name]
-
-
-def _wants_progress(message: dict) -> bool:
-    """A request that asked for progress notifications (it is answered with an SSE stream)."""
-    params = message.get("params")
-    meta = params.get("_meta") if isinstance(params, dict) else None
-    return isinstance(meta, dict) and meta.get("progressToken") is not None
-
-
-_ROUTING_HEADERS = (b"mcp-method", b"mcp-name", b"mcp-protocol-version")
-
-
-def routing_headers_trimmed(raw: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
-    """The request's headers with the MCP routing headers' surrounding whitespace removed: it is not part of a field
-    value (RFC 9110 §5.5), and the SDK compares the values with the body's exactly."""
-    return [(k, v.strip(b" \t") if k in _ROUTING_HEADERS or k.startswith(b"mcp-param-") else v) for k, v in raw]
-
-
-def stateless_era(headers: dict[str, str]) -> bool:
-    """Whether a request belongs to the stateless era (2026-07-28): its `MCP-Protocol-Version` header names no
-    handshake-era version. An unknown version counts too: the SDK's stateless entry answers it -32022 with the
-    versions it serves and the request's id. Requests without the header, or naming 2025-11-25 and before, are the
-    session era (initialize, `Mcp-Session-Id`)."""
-    version = headers.get("mcp-protocol-version")
-    return version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS
-
-
-def authorize(*, raw_token: str | None, session_id: str | None, header_context: dict,
-              message: dict | None) -> services.Caller | None:
-    """The caller of one request (None: not authenticated), in one worker-thread hop: token, session, for a
-    session's tools/call whether its catalog changed unannounced (then it is answered with SSE, the change first),
-    and for a stateless tools/call the schemas its `Mcp-Param-*` headers are checked against."""
-    token, session = services.request_authorize(raw_token=raw_token, session_id=session_id)
-    if token is None:
-        return None
-    caller = services.Caller(token=token, session=session, header_context=header_context)
-    if message is not None and message.get("method") == "tools/call":
-        caller.catalog_changed = catalog_changed(caller)
-        if session is None:
-            caller.header_bound_schemas = header_bound_schemas(caller)
-    return caller
-
-
-def authorize_in_memory(*, raw_token: str | None, header_context: dict, message: dict | None) -> services.Caller | None | object:
-    """`authorize` for a stateless request when this process's caches answer it without the database (the token
-    row and the memoised catalog, both current), else MISSING: most calls then cost one worker-thread hop, not two
-    (a hop costs about as much CPU as the SDK's whole exchange). Anything that would need a query or a write
-    (`last_used_at` due) is left to `authorize` in a thread."""
-    token = token_authenticate_in_memory(raw_token) if raw_token else None
-    if token is None or token is MISSING:
-        return token
-    caller = services.Caller(token=token, session=None, header_context=header_context)
-    if message is not None and message.get("method") == "tools/call":
-        schemas = header_bound_schemas(caller, in_memory=True)
-        if schemas is MISSING:
-            return MISSING
-        caller.header_bound_schemas = schemas
-    return caller
 
 
 class MCPApplication:
@@ -308,8 +237,8 @@ class MCPApplication:
             if body is None:
                 await send_error(send, 413, "request_too_large", "request body is too large")
                 return
-            parsed = _parsed(body)
-            receive, message, address = _replay(body, receive), _json_message(parsed), error_address(parsed)
+            parsed = parsed_body(body)
+            receive, message, address = _replay(body, receive), json_message(parsed), error_address(parsed)
             send = addressing_errors(send, address)
         header_context = raw_context_from_headers(headers)
         try:
@@ -347,7 +276,7 @@ class MCPApplication:
             return
         scope["goclaw.caller"] = caller
         current_caller.set(caller)
-        json_answer.set(message is not None and not caller.catalog_changed and not _wants_progress(message))
+        json_answer.set(message is not None and not caller.catalog_changed and not wants_progress(message))
         long_lived = scope["method"] == "GET" or (message is not None and message.get("method") == "subscriptions/listen")
         if long_lived and self.agent_streams[caller.agent.pk] >= settings.MCP_MAX_STREAMS_PER_AGENT:
             # every stream is checked every second in a worker thread: one agent must not hold the pool for all

@@ -10,10 +10,15 @@ model, its result surface, `resultType` and `serverInfo` stamp, and its error ta
 cover exactly — anything but a well-formed `tools/call` with a JSON answer, a ladder rejection, duplicated routing
 headers, `Mcp-Param-*` arguments, a declared extension (tasks), server middleware other than goclaw's tasks one (an
 OpenTelemetry SDK installed) — is left to the SDK untouched. tests/mcp_app/test_mcp_direct.py holds both paths to the
-same answers."""
+same answers.
+
+It runs where Django code runs, in one step (`handlers.run_in_place`): on the MCP port in one worker-thread hop for
+the whole exchange (`answered`), and on the main port in the WSGI request's own thread (`answer_here`), where REST's
+execute runs, instead of being proxied to the MCP port."""
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 from mcp.server.context import ServerRequestContext
@@ -29,7 +34,14 @@ from mcp_types.jsonrpc import JSONRPCRequest
 from pydantic import ValidationError
 from starlette.requests import Request
 
+from goclaw.api import bearer_from_header
+from goclaw.errors import ApplicationError
+from goclaw.generations import MISSING
 from mcp_app.server import services
+from mcp_app.server.context import call_context, raw_context_from_headers
+from mcp_app.server.handlers import current_caller, in_thread, run_in_place
+from mcp_app.server.inbound import (authorize, authorize_in_memory, json_message, parsed_body, routing_headers_trimmed,
+                                    stateless_era, wants_progress)
 from mcp_app.server.tasks import TASKS, TasksMiddleware
 
 METHOD = "tools/call"
@@ -109,22 +121,77 @@ async def _result(server: Server, request: JSONRPCRequest, version: str, http_re
     return wire
 
 
-async def answered(server: Server, scope, send, message: Any) -> bool:
-    """Answer a stateless `tools/call` here when it is one this path covers (see the module doc): True once the
-    answer is sent; False when nothing was sent and the SDK must serve the request."""
-    covered = _covered(server, scope, message)
-    if covered is None:
-        return False
-    request, version, http_request = covered
+def answer(server: Server, scope, message: Any) -> tuple[int, bytes] | None:
+    """The HTTP status and JSON body answering a stateless `tools/call` this path covers (see the module doc), its
+    caller in `scope["goclaw.caller"]`; None when it does not cover it (nothing was done). Synchronous: call it where
+    Django code may run."""
+    caller = current_caller.set(scope["goclaw.caller"])  # what the SDK's `Mcp-Param-*` schema lookup answers for
     try:
-        answer, status = {"jsonrpc": "2.0", "id": request.id,
-                          "result": await _result(server, request, version, http_request)}, 200
-    except Exception as exc:  # mapped as the SDK's stateless entry maps it: no handler internals on the wire
-        error = modern_error_data(exc)
-        answer = {"jsonrpc": "2.0", "id": request.id, "error": error.model_dump(mode="json", by_alias=True, exclude_none=True)}
-        status = ERROR_CODE_HTTP_STATUS.get(error.code, 200)
-    body = json.dumps(answer, separators=(",", ":")).encode()
+        covered = _covered(server, scope, message)
+        if covered is None:
+            return None
+        request, version, http_request = covered
+        try:
+            answer, status = {"jsonrpc": "2.0", "id": request.id,
+                              "result": run_in_place(_result(server, request, version, http_request))}, 200
+        except Exception as exc:  # mapped as the SDK's stateless entry maps it: no handler internals on the wire
+            error = modern_error_data(exc)
+            answer = {"jsonrpc": "2.0", "id": request.id, "error": error.model_dump(mode="json", by_alias=True, exclude_none=True)}
+            status = ERROR_CODE_HTTP_STATUS.get(error.code, 200)
+    finally:
+        current_caller.reset(caller)
+    return status, json.dumps(answer, separators=(",", ":")).encode()
+
+
+async def answered(server: Server, scope, send, message: Any) -> bool:
+    """The MCP port: answer a stateless `tools/call` this path covers, in one worker-thread hop. True once the answer
+    is sent; False when nothing was sent and the SDK must serve the request."""
+    if not isinstance(message, dict) or message.get("method") != METHOD:
+        return False
+    answered = await in_thread(answer, server, scope, message)
+    if answered is None:
+        return False
+    status, body = answered
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json")]})
     await send({"type": "http.response.body", "body": body})
     return True
+
+
+_server: list[Server] = []
+_server_lock = threading.Lock()
+
+
+def _main_port_server() -> Server:
+    """The SDK server this (WSGI) process answers with, built on its first MCP call (a web process that never
+    serves one never loads the SDK)."""
+    with _server_lock:
+        if not _server:
+            from mcp_app.server.server import build_server
+
+            _server.append(build_server())
+        return _server[0]
+
+
+def answer_here(raw_headers: list[tuple[bytes, bytes]], body: bytes) -> tuple[int, bytes] | None:
+    """The main port: the answer to a POST (its headers, lower-case names, and body) when it is a stateless
+    `tools/call` this path covers for an authenticated caller, run in this thread; None for anything else, which
+    the view proxies to the MCP port unchanged (that answers refusals: 401, bad context, unsupported version)."""
+    raw_headers = routing_headers_trimmed(raw_headers)
+    headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in raw_headers}
+    message = json_message(parsed_body(body)) if stateless_era(headers) else None
+    if message is None or message.get("method") != METHOD or wants_progress(message):
+        return None
+    header_context = raw_context_from_headers(headers)
+    try:
+        call_context(header_context)
+    except ApplicationError:
+        return None
+    raw_token = bearer_from_header(headers.get("authorization", ""))
+    caller = authorize_in_memory(raw_token=raw_token, header_context=header_context, message=message)
+    if caller is MISSING:
+        caller = authorize(raw_token=raw_token, session_id=None, header_context=header_context, message=message)
+    if caller is None:
+        return None
+    scope = {"type": "http", "method": "POST", "path": "/mcp", "headers": raw_headers, "goclaw.caller": caller}
+    return answer(_main_port_server(), scope, message)

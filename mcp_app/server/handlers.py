@@ -57,15 +57,37 @@ HELPER_TOOLS = [
 _THREADS = ThreadPoolExecutor(max_workers=settings.MCP_THREADS, thread_name_prefix="goclaw-mcp")
 
 
+# Set while a handler runs to completion in a thread that may run Django code itself (`run_in_place`).
+_in_place: ContextVar[bool] = ContextVar("goclaw_mcp_in_place", default=False)
+
+
 async def in_thread(func, /, *args, **kwargs):
     """Run synchronous Django code in a worker thread of `_THREADS`, with the thread's stale or broken database
     connection closed first (Django then opens a new one). A cancelled caller stops waiting; the code already
-    running finishes (and records what it did)."""
+    running finishes (and records what it did). Under `run_in_place` the code runs here, at once."""
+    if _in_place.get():
+        return func(*args, **kwargs)
+
     def run():
         close_old_connections()
         return func(*args, **kwargs)
 
     return await asyncio.get_running_loop().run_in_executor(_THREADS, run)
+
+
+def run_in_place(coroutine):
+    """Run a handler's coroutine to completion in this thread (a worker thread of `_THREADS`, or a WSGI request's
+    thread): the handlers are written once, as coroutines whose only waits on other threads are `in_thread` calls,
+    and those run in place here, so the coroutine finishes in one step. Its result, or the exception it raised."""
+    token = _in_place.set(True)
+    try:
+        coroutine.send(None)
+    except StopIteration as finished:
+        return finished.value
+    finally:
+        _in_place.reset(token)
+    coroutine.close()
+    raise RuntimeError("an MCP handler run in place waited on something other than in_thread")
 
 
 def caller_of(ctx) -> services.Caller:

@@ -13,8 +13,11 @@ import httpx
 import pytest
 from mcp_types import CLIENT_CAPABILITIES_META_KEY
 
+from tools_app.models import ToolInvocation
+
 from tests.mcp_app.test_mcp_server import _generations_past_what_the_servers_saw, agent_with_token  # noqa: F401
 from tests.mcp_app.test_mcp_server_stateless import META, modern_headers, request
+from tests.servers import free_port
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 VOLATILE = re.compile(r'"(invocation_id|duration_ms|started_at|finished_at|created_at)":\s*("[^"]*"|[0-9.]+|null)'
@@ -122,6 +125,65 @@ def test_the_direct_path_answers_calls_exactly_as_the_sdk_does(exchange, subtest
                 assert status == 200 and answer["result"]["isError"] is True and taken
             else:
                 assert answer["error"]["code"] == int(expected) and answer["id"] == body["id"]
+
+
+def main_port(body, request_headers: dict, host: str = "127.0.0.1:8000") -> tuple[int, str, str]:
+    """(status, content type, body text) of a POST to `/mcp` through the main port's WSGI application."""
+    from goclaw.wsgi import application
+
+    with httpx.Client(transport=httpx.WSGITransport(app=application), base_url=f"http://{host}") as http:
+        answer = http.post("/mcp", content=body if isinstance(body, bytes) else json.dumps(body), headers=request_headers)
+    return answer.status_code, answer.headers.get("content-type"), answer.text
+
+
+def test_the_main_port_answers_stateless_calls_in_its_own_thread_as_the_mcp_port_does(exchange, subtests, settings):
+    settings.MCP_PORT = free_port()  # nothing listens there: a proxied request would be a 503
+    _, token = agent_with_token()
+    cases = {
+        "a call that runs": (call("datetime", {}), "datetime"),
+        "a string request id": (call("datetime", {}, request_id="r-1"), "datetime"),
+        "arguments the tool rejects": (call("datetime", {"timezone": 5}), "datetime"),
+        "an unknown tool": (call("no_such_tool", {}), "no_such_tool"),
+        "an invalid context in _meta": (call("datetime", {}, meta={"goclaw/user_id": {"not": "a string"}}), "datetime"),
+        "arguments that are not an object": (call("datetime", "now"), "datetime"),
+        "routing headers with surrounding spaces": (call("datetime", {}), " datetime "),
+    }
+    for label, (body, name) in cases.items():
+        with subtests.test(label):
+            status, content_type, text = main_port(body, headers(token, name))
+            mcp_status, mcp_type, mcp_text, taken = exchange(body, headers(token, name))
+            assert taken and (status, content_type) == (mcp_status, mcp_type)
+            assert VOLATILE.sub("<volatile>", text) == VOLATILE.sub("<volatile>", mcp_text)
+    assert ToolInvocation.objects.filter(tool_name="datetime", status="ok").count() == 6  # both ports ran each call
+
+
+def test_the_main_port_leaves_every_other_request_to_django_and_the_mcp_port(subtests, settings):
+    settings.MCP_PORT = free_port()  # nothing listens there: a proxied request is answered 503 mcp_unavailable
+    _, token = agent_with_token()
+    tasks = {CLIENT_CAPABILITIES_META_KEY: {"extensions": {"io.modelcontextprotocol/tasks": {}}}}
+    proxied = {
+        "no token": (call("datetime", {}), {k: v for k, v in headers(token, "datetime").items() if k != "Authorization"}),
+        "a token that is not one": (call("datetime", {}), headers("gclw_not-a-token", "datetime")),
+        "a declared tasks extension": (call("datetime", {}, meta=tasks), headers(token, "datetime")),
+        "a progress token (answered with SSE)": (call("datetime", {}, meta={"progressToken": "p"}), headers(token, "datetime")),
+        "a Mcp-Name that is not the body's": (call("datetime", {}), headers(token, "other")),
+        "a session-era request": (call("datetime", {}), {**headers(token, "datetime"), "Mcp-Protocol-Version": "2025-11-25"}),
+        "an unsupported version": (call("datetime", {}), {**headers(token, "datetime"), "Mcp-Protocol-Version": "2099-01-01"}),
+        "an invalid context header": (call("datetime", {}), headers(token, "datetime", **{"X-Goclaw-User": "x" * 5000})),
+        "a body that is not JSON": (b"{not json", headers(token, "datetime")),
+        "no JSON in Accept": (call("datetime", {}), headers(token, "datetime", Accept="text/event-stream")),
+        "tools/list": (request("tools/list", 4), headers(token, None, "tools/list")),
+    }
+    for label, (body, request_headers) in proxied.items():
+        with subtests.test(label):
+            status, _, text = main_port(body, request_headers)
+            assert status == 503 and json.loads(text)["error"]["code"] == "mcp_unavailable"
+    with subtests.test("a foreign Origin"):
+        status, _, text = main_port(call("datetime", {}), headers(token, "datetime", Origin="http://evil.example"))
+        assert status == 403 and json.loads(text)["error"]["code"] == "origin_not_allowed"
+    with subtests.test("a Host not in ALLOWED_HOSTS"):
+        assert main_port(call("datetime", {}), headers(token, "datetime"), host="evil.example")[0] == 400
+    assert not ToolInvocation.objects.exists()
 
 
 def test_a_failing_handler_is_an_internal_error_without_its_text_on_both_paths(exchange, monkeypatch):
