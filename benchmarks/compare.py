@@ -40,6 +40,20 @@ def measured(result: dict) -> dict[str, dict[str, float]]:
     return {case: {f: values[f] for f in FIGURES if f in values} for case, values in cases.items()}
 
 
+def after_over_before(runs: dict[str, list[dict]]) -> dict[str, dict]:
+    """Per figure of the after side: the medians of both sides and their ratio (before None: a case the before tree
+    does not measure)."""
+    ratios = {}
+    for case in runs["after"][0]:
+        for figure in runs["after"][0][case]:
+            befores = [r[case][figure] for r in runs["before"] if figure in r.get(case, {})]
+            before = statistics.median(befores) if befores else None
+            after = statistics.median(r[case][figure] for r in runs["after"])
+            ratios[f"{case}.{figure}".lstrip(".")] = {"before": before, "after": after,
+                                                      "after_over_before": round(after / before, 3) if before else None}
+    return ratios
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("rev", help="the git revision to compare against (before)")
@@ -63,13 +77,7 @@ def main() -> None:
         subprocess.run(["git", "worktree", "remove", "--force", str(before_tree)], cwd=ROOT)
         shutil.rmtree(before_tree, ignore_errors=True)
         (ROOT / "benchmarks" / "results" / f"{name}_after_run.json").unlink(missing_ok=True)
-    ratios = {}
-    for case in runs["after"][0]:
-        for figure in runs["after"][0][case]:
-            before = statistics.median(r[case][figure] for r in runs["before"] if figure in r.get(case, {}))
-            after = statistics.median(r[case][figure] for r in runs["after"])
-            ratios[f"{case}.{figure}".lstrip(".")] = {"before": before, "after": after,
-                                                      "after_over_before": round(after / before, 3) if before else None}
+    ratios = after_over_before(runs)
     write_result(f"{name}_before_after", {"before_rev": args.rev, "rounds": args.rounds, "runs": runs,
                                           "median_after_over_before": ratios})
 

@@ -3,6 +3,7 @@ session) and per-call `params._meta` keys `goclaw/<field>`, which win. Values ar
 execute body's `context` (the same parser)."""
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any, Mapping
 
 from tools_app.api.serializers import call_context_parse
@@ -33,8 +34,17 @@ def raw_context_from_meta(meta: Any) -> dict[str, Any]:
 
 def call_context(*layers: dict[str, Any], request_id: str = "") -> CallContext:
     """Merge context layers (later ones win) and validate them with the REST parser; ValidationError names the
-    offending fields."""
+    offending fields. A context of text fields only (headers, nearly every `_meta`) is parsed once per process."""
     merged: dict[str, Any] = {}
     for layer in layers:
         merged.update(layer)
-    return call_context_parse(merged).replace(request_id=request_id[:64])
+    if all(isinstance(value, str) for value in merged.values()):
+        context = _text_context(tuple(sorted(merged.items())))
+    else:
+        context = call_context_parse(merged)
+    return context.replace(request_id=request_id[:64]) if request_id else context
+
+
+@lru_cache(maxsize=1024)
+def _text_context(items: tuple[tuple[str, str], ...]) -> CallContext:
+    return call_context_parse(dict(items))  # CallContext is immutable; a refusal is raised again, never kept

@@ -69,11 +69,13 @@ def _covered(server: Server, scope, message: Any) -> tuple[JSONRPCRequest, str, 
     if not all(isinstance(m, TasksMiddleware) for m in server.middleware):
         return None
     http_request = Request(scope)
-    if not http_request.headers.get("content-type", "").lower().startswith("application/json"):
+    items = http_request.headers.items()
+    if find_duplicated_routing_header(items) is not None:
+        return None
+    headers = dict(reversed(items))  # the first of repeated values wins, as Starlette's Headers.get reads them
+    if not headers.get("content-type", "").lower().startswith("application/json"):
         return None
     if not check_accept_headers(http_request)[0]:
-        return None
-    if find_duplicated_routing_header(http_request.headers.items()) is not None:
         return None
     try:
         request = JSONRPCRequest.model_validate(message)
@@ -85,7 +87,7 @@ def _covered(server: Server, scope, message: Any) -> tuple[JSONRPCRequest, str, 
     lookup, name = server.get_tool_input_schema, params.get("name")
     if lookup is None or (isinstance(name, str) and lookup(name) is not None):  # `Mcp-Param-*` arguments to check
         return None
-    verdict = classify_inbound_request(message, headers=dict(http_request.headers))
+    verdict = classify_inbound_request(message, headers=headers)
     if not isinstance(verdict, InboundModernRoute):
         return None
     meta = params.get("_meta")
