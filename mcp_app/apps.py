@@ -18,9 +18,14 @@ class McpAppConfig(AppConfig):
 
 def _contribute_to_platform() -> None:
     """Staff may watch MCP events live (`mcp`: access requests, reviews, tool changes, server health); the worker
-    checks every enabled server's health on a schedule (docs/mcp.md, "Health")."""
+    checks every enabled server's health on a schedule (docs/mcp.md, "Health"); the main port answers a stateless
+    `tools/call` before Django's request handling (docs/mcp-server.md, "The direct path")."""
+    from goclaw.fronts import wsgi_front_register
     from goclaw.realtime import websocket_staff_group_register
     from goclaw.services import schedule_register
+    from mcp_app.server import wsgi as mcp_wsgi
+
+    wsgi_front_register("/mcp", "POST", mcp_wsgi.answered)
 
     websocket_staff_group_register(r"mcp", permission=("mcp_app.view_mcpserver", "mcp_app.view_mcpaccessrequest"))
     # an agent's group also carries its access requests and their reviews

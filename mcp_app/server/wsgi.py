@@ -1,4 +1,4 @@
-"""The main port's `/mcp` in front of Django (goclaw.wsgi wraps Django's WSGI application with `MainPortMCP`): a
+"""The main port's `/mcp` in front of Django (`answered`, registered with goclaw.fronts by mcp_app's ready()): a
 stateless (2026-07-28) `tools/call` answered with JSON, nearly all of an agent's traffic, is answered here in the
 request's thread (mcp_app.server.direct.answer_here) without Django's request handling (middleware for browsers, URL
 resolution), which it does not use: as on the MCP port's own app, the bearer token is its only credential. What
@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import io
 import logging
-from http import HTTPStatus
 
 from django.core import signals
 
 from mcp_app.server.security import host_allowed, origin_allowed
 
 logger = logging.getLogger("goclaw.mcp.server")
-PATH = "/mcp"
 MAX_BODY = 4 * 1024 * 1024  # the SDK's DEFAULT_MAX_REQUEST_BODY_SIZE (not imported: web processes load the SDK lazily)
 
 
@@ -27,42 +25,29 @@ def _headers(environ) -> list[tuple[bytes, bytes]]:
                         for name in ("CONTENT_TYPE", "CONTENT_LENGTH") if environ.get(name))]
 
 
-class MainPortMCP:
-    """The WSGI application of the main port: `django_app`, with `/mcp`'s stateless tools/call answered first."""
+_answer_here = None
 
-    def __init__(self, django_app) -> None:
-        self.django_app = django_app
 
-    def __call__(self, environ, start_response):
-        if environ.get("PATH_INFO") == PATH and environ.get("REQUEST_METHOD") == "POST":
-            answered = self.answered(environ)
-            if answered is not None:
-                status, body = answered
-                start_response(f"{status} {HTTPStatus(status).phrase}", [
-                    ("Content-Type", "application/json"), ("Content-Length", str(len(body))),
-                    ("X-Content-Type-Options", "nosniff")])
-                return [body]
-        return self.django_app(environ, start_response)
-
-    def answered(self, environ) -> tuple[int, bytes] | None:
-        """(status, JSON body) when this request is answered here; None leaves it to Django, body intact."""
-        if not host_allowed(environ.get("HTTP_HOST")) or not origin_allowed(environ.get("HTTP_ORIGIN")):
-            return None
-        try:
-            length = int(environ.get("CONTENT_LENGTH") or 0)
-        except ValueError:
-            return None
-        if not 0 < length <= MAX_BODY:
-            return None
-        body = environ["wsgi.input"].read(length)
-        environ["wsgi.input"] = io.BytesIO(body)  # Django reads it again when it serves the request
-        from mcp_app.server.direct import answer_here  # the SDK loads on a process's first MCP call
-
-        signals.request_started.send(sender=self.__class__, environ=environ)  # stale DB connections closed, as Django does
-        try:
-            return answer_here(_headers(environ), body)
-        except Exception:  # before any call ran (the handler's own failures are answered): Django's view proxies it
-            logger.exception("MCP request on the main port could not be answered here")
-            return None
-        finally:
-            signals.request_finished.send(sender=self.__class__)
+def answered(environ) -> tuple[int, bytes] | None:
+    """(status, JSON body) when this POST to `/mcp` is answered here; None leaves it to Django, body intact."""
+    global _answer_here
+    if not host_allowed(environ.get("HTTP_HOST")) or not origin_allowed(environ.get("HTTP_ORIGIN")):
+        return None
+    try:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return None
+    if not 0 < length <= MAX_BODY:
+        return None
+    body = environ["wsgi.input"].read(length)
+    environ["wsgi.input"] = io.BytesIO(body)  # Django reads it again when it serves the request
+    if _answer_here is None:  # the SDK loads on a process's first MCP call
+        from mcp_app.server.direct import answer_here as _answer_here
+    signals.request_started.send(sender=None, environ=environ)  # stale DB connections closed, as Django does
+    try:
+        return _answer_here(_headers(environ), body)
+    except Exception:  # before any call ran (the handler's own failures are answered): Django's view proxies it
+        logger.exception("MCP request on the main port could not be answered here")
+        return None
+    finally:
+        signals.request_finished.send(sender=None)
