@@ -32,11 +32,11 @@ def _web_workers(up: UpProcess, server: str) -> list[psutil.Process]:
     return [w for w in main[0].children() if "goclaw" in _cmdline(w) or server in _cmdline(w)]
 
 
-def mcp_call(port: int, token: str) -> dict:
-    """A stateless (2026-07-28) tools/call of `datetime` on the MCP port; the JSON-RPC answer."""
+def mcp_call(base: str, token: str) -> dict:
+    """A stateless (2026-07-28) tools/call of `datetime` on `base`/mcp; the JSON-RPC answer."""
     from tests.mcp_app.test_mcp_server_stateless import modern_headers, request
 
-    answer = httpx.post(f"http://127.0.0.1:{port}/mcp", json=request("tools/call", name="datetime", arguments={}),
+    answer = httpx.post(f"{base}/mcp", json=request("tools/call", name="datetime", arguments={}),
                         headers=modern_headers(token, "tools/call", "datetime"), timeout=30)
     assert answer.status_code == 200, answer.text
     return answer.json()
@@ -61,8 +61,9 @@ def test_the_web_server_serves_the_api_and_the_admin_and_replaces_a_killed_worke
             event = json.loads(ws.recv(timeout=30))
             assert (event["type"], event["payload"]["invocation_id"]) == ("tool.executed", ran["invocation_id"])
         assert httpx.get(up.base + "/api/v1/agents/me", headers={"Authorization": "Bearer nope"}).status_code == 401
-        called = mcp_call(mcp_port, token)["result"]
-        assert called["isError"] is False and called["structuredContent"]["status"] == "ok"
+        for base in (f"http://127.0.0.1:{mcp_port}", up.base):  # the MCP port, and the main port's WSGI server itself
+            called = mcp_call(base, token)["result"]
+            assert called["isError"] is False and called["structuredContent"]["status"] == "ok"
 
         with httpx.Client(base_url=up.base, timeout=30) as person:  # a browser's session: cookies and CSRF
             page = person.get("/admin/login/")

@@ -813,18 +813,17 @@ def test_an_mcp_sdk_client_discovers_registers_gets_a_persons_consent_and_acts_a
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
 
-    from tests.servers import DaphneProcess, UpProcess, free_port, up_env, wait_until
+    from tests.mcp_app.conformance import start_goclaw
+    from tests.servers import DaphneProcess, up_env, wait_until
     from tools_app.models import ToolInvocation
 
     agent = make_agent()
     password = "oauth-e2e-person-pw-1"
     person = make_person(ACT, password=password)
-    env = up_env(tmp_path / "var", DATABASE_URL=DaphneProcess.database_url(), GOCLAW_MCP_PORT=str(free_port()),
-                 GOCLAW_LOG_LEVEL="warning")
-    up = UpProcess(env, free_port(), free_port(), tmp_path / "up.log")
+    env = up_env(tmp_path / "var", DATABASE_URL=DaphneProcess.database_url(), GOCLAW_LOG_LEVEL="warning")
+    up, _ = start_goclaw(env, tmp_path / "up.log")  # the main port healthy and the MCP port (behind /mcp) answering
     base, server_url = up.base, f"{up.base}/mcp"
     try:
-        up.wait_healthy()
         unauthenticated = httpx.post(server_url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, timeout=30,
                                      headers={"Accept": "application/json, text/event-stream"})
         assert unauthenticated.status_code == 401
