@@ -12,6 +12,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
 
 from mcp_app.server.context import CONTEXT_KEYS
 
@@ -52,5 +53,37 @@ async def stdio_proxy(url: str, token: str, *, timeout: float = 3700) -> None:
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
+class EndpointUnreachable(Exception):
+    """goclaw's endpoint could not be reached or did not answer as an MCP endpoint; the message names the URL."""
+
+
+def _root_causes(exc: BaseException) -> list[BaseException]:
+    """The exceptions at the bottom of `exc`'s exception groups (anyio's task groups wrap what failed)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [cause for inner in exc.exceptions for cause in _root_causes(inner)]
+    return [exc]
+
+
+def _unreachable(url: str, cause: BaseException) -> EndpointUnreachable | None:
+    """What to tell the person who ran the command when `cause` means the endpoint at `url` is not usable."""
+    hint = "check --url (the MCP port, or the main port's /mcp) and the agent's token"
+    if isinstance(cause, httpx2.HTTPStatusError):
+        return EndpointUnreachable(f"goclaw's MCP endpoint at {url} answered HTTP {cause.response.status_code}; {hint}")
+    if isinstance(cause, (httpx2.TransportError, OSError)):
+        return EndpointUnreachable(f"could not reach goclaw's MCP endpoint at {url} ({type(cause).__name__}: "
+                                   f"{cause or 'no answer'}); is `manage.py up` running there? (--url)")
+    if isinstance(cause, MCPError):
+        return EndpointUnreachable(f"goclaw's MCP endpoint at {url} refused the session ({cause}); {hint}")
+    return None
+
+
 def run_stdio_proxy(url: str, token: str) -> None:
-    anyio.run(stdio_proxy, url, token)
+    """Serve stdio until the client is done. An endpoint it cannot use raises EndpointUnreachable (no traceback)."""
+    try:
+        anyio.run(stdio_proxy, url, token)
+    except Exception as exc:
+        for cause in _root_causes(exc):
+            unreachable = _unreachable(url, cause)
+            if unreachable is not None:
+                raise unreachable from None
+        raise

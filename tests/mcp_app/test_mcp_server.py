@@ -502,6 +502,17 @@ def test_the_stdio_proxy_refuses_a_token_of_another_agent(server):
     assert done.returncode != 0 and "not an active token of agent" in done.stderr
 
 
+def test_the_stdio_proxy_names_the_endpoint_it_cannot_reach_without_a_traceback(server):
+    agent, token = agent_with_token()
+    env = up_env(Path(agent.workspace) / "var", DATABASE_URL=DaphneProcess.database_url(), GOCLAW_AGENT_TOKEN=token)
+    for url, expected in ((f"http://127.0.0.1:{free_port()}/mcp", "could not reach goclaw's MCP endpoint at"),
+                          (server.url.replace("/mcp", "/not-mcp"), "refused the session (Not Found); check --url")):
+        done = subprocess.run([sys.executable, "manage.py", "mcp_stdio", "--agent", agent.key, "--url", url], cwd=ROOT,
+                              env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        assert done.returncode != 0 and expected in done.stderr and url in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr and len(done.stderr.splitlines()) <= 2, done.stderr
+
+
 def test_the_purge_forgets_idle_sessions_and_calls_that_can_no_longer_resume():
     from datetime import timedelta
 

@@ -20,7 +20,7 @@ class Command(OperationalCommand):
         parser.add_argument("--token-env", default="GOCLAW_AGENT_TOKEN", help="the environment variable holding the token")
 
     def handle(self, *args, agent, url, token_env, **options):
-        from mcp_app.server.stdio import run_stdio_proxy
+        from mcp_app.server.stdio import EndpointUnreachable, run_stdio_proxy
 
         raw = os.environ.get(token_env, "").strip()
         if not raw:
@@ -28,4 +28,7 @@ class Command(OperationalCommand):
         token = token_authenticate(raw)
         if token is None or token.agent.key != agent:
             raise CommandError(f"the token in {token_env} is not an active token of agent {agent!r}")
-        run_stdio_proxy(url or f"http://{settings.HOST}:{settings.MCP_PORT}/mcp", raw)
+        try:
+            run_stdio_proxy(url or f"http://{settings.HOST}:{settings.MCP_PORT}/mcp", raw)
+        except EndpointUnreachable as exc:
+            raise CommandError(str(exc)) from None
