@@ -103,6 +103,49 @@ def _describe(exc: BaseException) -> str:
 
 # --- one connection ---------------------------------------------------------------------------------------
 
+class StderrTail:
+    """A stdio server's stderr, read by a thread of its own: each line goes to the log (scrubbed, with the server's
+    name), the last KEEP bytes are kept for the error a failed start reports (an operator then reads npm's
+    `EAI_AGAIN` or `uvx: not found`, not just "closed the connection during the handshake")."""
+
+    KEEP = 2000
+    LINE = 500  # longest line logged
+
+    def __init__(self, name: str) -> None:
+        read_end, write_end = os.pipe()
+        self.name, self.writer = name, os.fdopen(write_end, "w")  # the server's stderr
+        self._tail, self._ended = b"", threading.Event()
+        threading.Thread(target=self._read, args=(read_end,), name="mcp-stderr", daemon=True).start()
+
+    def _read(self, fd: int) -> None:
+        from tools_app.security.scrub import scrub_text
+
+        pending = b""
+        with os.fdopen(fd, "rb", buffering=0) as stream:
+            while chunk := stream.read(65536):
+                self._tail = (self._tail + chunk)[-self.KEEP:]
+                *lines, pending = (pending + chunk).split(b"\n")
+                pending = pending[-self.KEEP:]
+                for line in lines:
+                    if line.strip():
+                        logger.info("MCP server %s stderr: %s", self.name,
+                                    scrub_text(line[:self.LINE].decode("utf-8", "replace").rstrip()))
+        self._ended.set()
+
+    def started(self) -> None:
+        """The process was started (or could not be): this side's copy of the pipe is closed, so the reader sees the
+        end once the server's processes have ended."""
+        self.writer.close()
+
+    def said(self, wait: float) -> str:
+        """What the server last wrote to stderr (waiting up to `wait` seconds for it to end), scrubbed, its last lines."""
+        from tools_app.security.scrub import scrub_text
+
+        self._ended.wait(wait)
+        text = self._tail.decode("utf-8", "replace")
+        return scrub_text(" | ".join(line.strip() for line in text.splitlines()[-8:] if line.strip()))
+
+
 class Connection:
     """One live (or reconnecting) session with one server as one caller; all state is touched on the loop."""
 
@@ -121,6 +164,7 @@ class Connection:
         self.next_attempt: float | None = None  # monotonic
         self.cooldown_until: float | None = None  # monotonic
         self.http_status: int | None = None
+        self.stderr: StderrTail | None = None  # a stdio server's, for the attempt under way
         self.wake = asyncio.Event()
         self.changed = asyncio.Event()  # replaced on every state change; waiters hold the old one
         self.task: asyncio.Task | None = None
@@ -212,6 +256,8 @@ class Connection:
                         continue
                     # a failed connect attempt
                     error = self._classify_connect_error(exc)
+                    if self.stderr is not None and (said := await asyncio.to_thread(self.stderr.said, 1.0)):
+                        error = BridgeError(f"{error}; its stderr ended with: {said}", code=error.code)
                     self.error, self.error_code = str(error), error.code
                     self.attempts += 1
                     now = time.monotonic()
@@ -276,13 +322,17 @@ class Connection:
     async def _connect_and_serve(self) -> bool:
         """One session: True when it ended because it was closed or idle; raises `_Dead` after a loss and
         the connect error when the attempt failed."""
-        self.dead, self.http_status = None, None
+        self.dead, self.http_status, self.stderr = None, None, None
         async with AsyncExitStack() as stack:
             transport = await self._transport()
             client = Client(transport, cache=None, client_info=types.Implementation(name=CLIENT_NAME, version="1"),
                             message_handler=self._on_message)
-            async with asyncio.timeout(setting("MCP_CONNECT_TIMEOUT_SECONDS", 30)):
-                await stack.enter_async_context(client)
+            try:
+                async with asyncio.timeout(setting("MCP_CONNECT_TIMEOUT_SECONDS", 30)):
+                    await stack.enter_async_context(client)
+            finally:
+                if self.stderr is not None:
+                    self.stderr.started()
             self.client = client
             self.attempts, self.error, self.next_attempt, self.cooldown_until = 0, "", None, None
             self._set_state(CONNECTED)
@@ -438,7 +488,8 @@ class Connection:
         if unset and os.path.exists(_ENV):
             argv = [_ENV, *(arg for name in unset for arg in ("-u", name)), "--", *argv]
         params = StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=cwd)
-        return stdio_client(params, errlog=sys.stderr)
+        self.stderr = StderrTail(config.name)
+        return stdio_client(params, errlog=self.stderr.writer)
 
 
 class _OwnedHttpTransport:

@@ -1,6 +1,7 @@
 """The MCP client bridge against real SDK servers over stdio, SSE and streamable HTTP (and stdio inside bubblewrap)."""
 from __future__ import annotations
 
+import logging
 import secrets
 import sys
 import threading
@@ -174,6 +175,24 @@ def test_a_stdio_command_that_does_not_exist_is_unavailable_not_a_crash():
         bridge_list_tools(config)
 
     assert caught.value.code == "mcp_unavailable"
+
+
+def test_a_stdio_server_that_fails_to_start_reports_what_it_wrote_to_stderr_scrubbed(caplog):
+    secret = "ghp_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3z5A"
+    failing = ("import sys; print('npm ERR! code EAI_AGAIN', file=sys.stderr); "
+               f"print('npm ERR! request to https://registry.npmjs.org/x failed, token {secret}', file=sys.stderr); "
+               "sys.exit(1)")
+    config = ServerConfig(server_id=10, name="fails-to-start", transport="stdio", command=sys.executable,
+                          args=("-c", failing))
+
+    with caplog.at_level(logging.INFO, logger="mcp_app.bridge"), pytest.raises(BridgeError) as caught:
+        bridge_list_tools(config)
+
+    message = str(caught.value)
+    assert caught.value.code == "mcp_unavailable" and "its stderr ended with: npm ERR! code EAI_AGAIN" in message
+    assert "registry.npmjs.org" in message and secret not in message
+    logged = [r.getMessage() for r in caplog.records if "fails-to-start stderr" in r.getMessage()]
+    assert any("EAI_AGAIN" in line for line in logged) and not any(secret in line for line in logged)
 
 
 @pytest.fixture
