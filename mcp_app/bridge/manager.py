@@ -110,6 +110,7 @@ class StderrTail:
 
     KEEP = 2000
     LINE = 500  # longest line logged
+    SAID = 1200  # longest stderr ending put in an error (a stored error keeps 2,000 characters)
 
     def __init__(self, name: str) -> None:
         read_end, write_end = os.pipe()
@@ -143,7 +144,8 @@ class StderrTail:
 
         self._ended.wait(wait)
         text = self._tail.decode("utf-8", "replace")
-        return scrub_text(" | ".join(line.strip() for line in text.splitlines()[-8:] if line.strip()))
+        said = " | ".join(line.strip() for line in text.splitlines()[-8:] if line.strip())
+        return scrub_text(said if len(said) <= self.SAID else "…" + said[-self.SAID:])
 
 
 class Connection:
