@@ -11,7 +11,7 @@ from typing import Any
 
 from mcp_app.config import BridgeError, CallResult
 from mcp_app.selectors import mcp_tools_for
-from tools_app.base import Tool, ToolContext, ToolError, ToolResult
+from tools_app.base import Tool, ToolContext, ToolError, ToolResult, ToolTimedOut
 from tools_app.builtin.custom import injected_secrets, scrubbed_result
 from tools_app.toolsets import ToolSource
 
@@ -64,8 +64,8 @@ class MCPBridgeTool(Tool):
             try:
                 result: CallResult = bridge_call_tool(config, self.remote_name, args, timeout=config.timeout,
                                                       cancel=ctx.cancel)
-            except BridgeError as exc:
-                raise ToolError(f"MCP server {self.server_name}: {exc}") from None
+            except BridgeError as exc:  # its own per-call timeout is the call's `timeout` status
+                raise (ToolTimedOut if exc.code == "mcp_timeout" else ToolError)(f"MCP server {self.server_name}: {exc}") from None
             # the caller's own keys out first, also JSON-escaped (a server may echo them inside JSON)
             text = untrusted(config.redact(result.text), server=self.server_name, tool=self.remote_name)
             return scrubbed_result(ToolResult(for_llm=text, is_error=result.is_error), secrets)

@@ -83,6 +83,11 @@ class ToolError(Exception):
     carrying exactly this message (unlike other exceptions, whose details stay in the log)."""
 
 
+class ToolTimedOut(ToolError):
+    """Raised inside a tool whose own deadline passed (an MCP server's per-call timeout): the call's status is
+    `timeout`, as when the pipeline's deadline passes."""
+
+
 class Tool:
     """Base class. Metadata is per instance: a built-in sets it as class attributes, a tool made from a database
     row or an MCP listing passes it to the constructor (`Tool(name=…, description=…, parameters=…)`)."""

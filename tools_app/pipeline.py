@@ -24,7 +24,7 @@ from django.db import connection
 
 from goclaw import events
 from goclaw.db import FastInsert, pg_json, pg_text
-from tools_app.base import Tool, ToolContext, ToolError, ToolResult
+from tools_app.base import Tool, ToolContext, ToolError, ToolResult, ToolTimedOut
 from tools_app.calls import ApprovalVerdict, CallContext, Outcome, ToolCall  # noqa: F401 - the pipeline's vocabulary
 from tools_app.choices import InvocationStatus as S
 from tools_app.hooks import hooks
@@ -228,6 +228,8 @@ def _guarded(tool: Tool, ctx: ToolContext, args: dict[str, Any]) -> tuple[ToolRe
         if not isinstance(result, ToolResult):
             raise TypeError(f"{tool.name} returned {type(result).__name__}, not ToolResult")
         return result, (S.ERROR if result.is_error else S.OK)
+    except ToolTimedOut as exc:
+        return ToolResult.error(str(exc) or "tool timed out"), S.TIMEOUT
     except ToolError as exc:
         return ToolResult.error(str(exc) or "tool failed"), S.ERROR
     except Exception as exc:

@@ -16,7 +16,7 @@ from mcp_app.services.tools import mcp_tool_approve
 from mcp_app.source import CLOSE, OPEN
 from tests.factories import make_agent
 from tests.mcp_app.conftest import SERVER_SCRIPT, server_args
-from tests.servers import DaphneProcess, free_port, up_env
+from tests.servers import DaphneProcess, free_port, up_env, wait_until
 from tools_app import pipeline
 from tools_app.models import ToolInvocation
 from tools_app.services.agents import token_issue
@@ -76,6 +76,18 @@ def test_a_granted_agent_calls_mcp_tools_through_the_pipeline(mcp_server, transp
     assert call(agent, "mcp_demo__net_probe", {"host": "127.0.0.1", "port": 1}).status == "denied"
     assert call(stranger, "mcp_demo__echo", {"text": "x"}).status == "denied"
     assert ToolInvocation.objects.filter(agent_key=agent.key, tool_name="mcp_demo__echo", status="ok").count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_bridged_call_past_its_servers_timeout_is_a_timeout_and_is_cancelled_at_the_server(mcp_server):
+    srv = mcp_server("streamable-http")
+    server = register(srv, name="slowpoke", timeout_seconds=1)
+    agent = make_agent()
+    grants.agent_grant_set(actor="system", server=server, agent=agent)
+    outcome = call(agent, "mcp_slowpoke__sleep", {"seconds": 60})
+    assert outcome.status == "timeout" and "did not answer within 1s" in outcome.for_llm, outcome.for_llm
+    assert ToolInvocation.objects.get(agent_key=agent.key, tool_name="mcp_slowpoke__sleep").status == "timeout"
+    wait_until(lambda: (srv.state_dir / "sleep-cancelled").exists(), message="the cancellation at the server")
 
 
 @pytest.mark.django_db(transaction=True)
