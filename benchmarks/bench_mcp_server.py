@@ -123,6 +123,11 @@ async def raw_load(port: int, requests: list[bytes], seconds: float, success: by
             "first_error": failures[0] if failures else None, **summary_ms(latencies)}
 
 
+def raw(port: int, requests: list[bytes], **options):
+    """A load: `raw_load` of these requests for the seconds it is given."""
+    return lambda seconds: asyncio.run(raw_load(port, requests, seconds, **options))
+
+
 def main() -> None:
     BENCH_DATA.mkdir(parents=True, exist_ok=True)
     data_dir = BENCH_DATA / "mcp-server-var"
@@ -142,17 +147,17 @@ def main() -> None:
             requests = [build_request("POST", "/mcp", "127.0.0.1", target_port, json.dumps(CALL).encode(), {
                 **accept, "Mcp-Protocol-Version": PROTOCOL, "Mcp-Session-Id": open_session(mcp_url, token)})
                 for _ in range(SESSIONS)]
-            loads[name] = (lambda target_port, requests: lambda seconds: asyncio.run(raw_load(target_port, requests, seconds)))(target_port, requests)
+            loads[name] = raw(target_port, requests)
         for name, target_port in (("mcp_raw_stateless", mcp_port), ("mcp_raw_stateless_via_main_port", port)):
             stateless = [build_request("POST", "/mcp", "127.0.0.1", target_port, json.dumps(MODERN_CALL).encode(), {
                 **accept, "Mcp-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": "datetime"})] * SESSIONS
-            loads[name] = (lambda target_port, stateless: lambda seconds: asyncio.run(raw_load(target_port, stateless, seconds)))(target_port, stateless)
+            loads[name] = raw(target_port, stateless)
         loads["mcp_sdk_client"] = lambda seconds: asyncio.run(sdk_load(mcp_url, token, seconds))
         rest = [build_request("POST", "/api/v1/tools/execute", "127.0.0.1", port, json.dumps(
             {"tool": "datetime", "arguments": {}, "context": {"session_key": f"bench-{i}"}}).encode(),
             {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}) for i in range(SESSIONS)]
 
-        loads["rest_execute"] = lambda seconds: asyncio.run(raw_load(port, rest, seconds, success=b'"status":"ok"'))
+        loads["rest_execute"] = raw(port, rest, success=b'"status":"ok"')
         chosen = os.environ.get("BENCH_LOADS")  # a comma-separated subset of the loads' names (all by default)
         loads = {name: load for name, load in loads.items() if not chosen or name in chosen.split(",")}
         for load in loads.values():
@@ -164,9 +169,10 @@ def main() -> None:
         for name, measured in rounds.items():
             results[name] = sorted(measured, key=lambda r: r["rps"])[len(measured) // 2]
             results[name]["rps_rounds"] = [r["rps"] for r in measured]
-        for name in ("mcp_raw", "mcp_raw_stateless", "mcp_raw_stateless_via_main_port", "mcp_sdk_client", "mcp_raw_via_main_port"):
-            if name in results and "rest_execute" in results:
-                results[f"ratio_{name}_to_rest"] = round(results[name]["rps"] / results["rest_execute"]["rps"], 3)
+        if "rest_execute" in rounds:
+            for name in rounds:
+                if name != "rest_execute":
+                    results[f"ratio_{name}_to_rest"] = round(results[name]["rps"] / results["rest_execute"]["rps"], 3)
         results["contextforge_reference_rps"] = "250-400 MCP requests/s per pod (published)"
         write_result("mcp_server", results)
     finally:

@@ -63,3 +63,11 @@ class RateLimited(ApplicationError):
 class ServiceUnavailable(ApplicationError):
     code = "service_unavailable"
     http_status = 503
+
+
+def exception_leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions at the bottom of (nested) exception groups, in order (anyio's task groups wrap what failed in
+    them); `[exc]` for an exception that is not a group."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in exception_leaves(inner)]
+    return [exc]

@@ -39,6 +39,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from goclaw import outbound
+from goclaw.errors import exception_leaves
 from mcp_app.bridge import hooks
 from mcp_app.config import BridgeError, ServerConfig, ToolDefinition
 
@@ -78,9 +79,7 @@ class _Dead(Exception):
 
 def _leaf(exc: BaseException) -> BaseException:
     """The first real exception inside (nested) exception groups, which anyio task groups wrap errors in."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return exc
+    return exception_leaves(exc)[0]
 
 
 _TRANSPORT_ERRORS = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, ConnectionError,

@@ -1,6 +1,6 @@
 """What both servers of `/mcp` read from a request before it reaches the SDK (the MCP app on the MCP port,
-mcp_app.server.asgi, and the main port's view, mcp_app.server.proxy): its body's JSON-RPC message, its protocol era,
-its routing headers as the SDK compares them, and its caller (`authorize`)."""
+mcp_app.server.asgi, and the main port's direct answers, mcp_app.server.direct.answer_here): its body's JSON-RPC
+message, its protocol era, its routing headers as the SDK compares them, and its caller (`authorize`)."""
 from __future__ import annotations
 
 import json
@@ -84,5 +84,3 @@ def authorize_in_memory(*, raw_token: str | None, header_context: dict, message:
             return MISSING
         caller.header_bound_schemas = schemas
     return caller
-
-

@@ -1,7 +1,8 @@
 """`/mcp` on the main (WSGI) port: a thin reverse proxy to the MCP server `up` runs on GOCLAW_MCP_PORT, for POST
 and DELETE, streaming the answer through as it comes (progress and notifications included). A stateless `tools/call`
-never reaches it: the main port's WSGI application answers that first, in its own thread (mcp_app.server.wsgi). GET is declined with
-405, as the spec allows: a standalone SSE stream would hold a gunicorn thread for as long as the client keeps it.
+the direct path covers never reaches it: the main port's WSGI application answers that first, in its own thread
+(mcp_app.server.wsgi). GET is declined with 405, as the spec allows: a standalone SSE stream would hold a WSGI
+thread for as long as the client keeps it.
 A browser Origin that is not allowed is refused here first (DNS-rebinding protection, mcp_app.server.security);
 the Host Django validated and the Origin are passed on, so the MCP port checks the same request again."""
 from __future__ import annotations

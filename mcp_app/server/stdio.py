@@ -14,6 +14,7 @@ from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
+from goclaw.errors import exception_leaves
 from mcp_app.server.context import CONTEXT_KEYS
 
 _META_KEYS = frozenset(key for _, key in CONTEXT_KEYS.values()) | {"progressToken"}
@@ -57,13 +58,6 @@ class EndpointUnreachable(Exception):
     """goclaw's endpoint could not be reached or did not answer as an MCP endpoint; the message names the URL."""
 
 
-def _root_causes(exc: BaseException) -> list[BaseException]:
-    """The exceptions at the bottom of `exc`'s exception groups (anyio's task groups wrap what failed)."""
-    if isinstance(exc, BaseExceptionGroup):
-        return [cause for inner in exc.exceptions for cause in _root_causes(inner)]
-    return [exc]
-
-
 def _unreachable(url: str, cause: BaseException) -> EndpointUnreachable | None:
     """What to tell the person who ran the command when `cause` means the endpoint at `url` is not usable."""
     hint = "check --url (the MCP port, or the main port's /mcp) and the agent's token"
@@ -82,7 +76,7 @@ def run_stdio_proxy(url: str, token: str) -> None:
     try:
         anyio.run(stdio_proxy, url, token)
     except Exception as exc:
-        for cause in _root_causes(exc):
+        for cause in exception_leaves(exc):
             unreachable = _unreachable(url, cause)
             if unreachable is not None:
                 raise unreachable from None

@@ -25,12 +25,8 @@ def _headers(environ) -> list[tuple[bytes, bytes]]:
                         for name in ("CONTENT_TYPE", "CONTENT_LENGTH") if environ.get(name))]
 
 
-_answer_here = None
-
-
 def answered(environ) -> tuple[int, bytes] | None:
     """(status, JSON body) when this POST to `/mcp` is answered here; None leaves it to Django, body intact."""
-    global _answer_here
     if not host_allowed(environ.get("HTTP_HOST")) or not origin_allowed(environ.get("HTTP_ORIGIN")):
         return None
     try:
@@ -41,11 +37,11 @@ def answered(environ) -> tuple[int, bytes] | None:
         return None
     body = environ["wsgi.input"].read(length)
     environ["wsgi.input"] = io.BytesIO(body)  # Django reads it again when it serves the request
-    if _answer_here is None:  # the SDK loads on a process's first MCP call
-        from mcp_app.server.direct import answer_here as _answer_here
+    from mcp_app.server.direct import answer_here  # here: the SDK loads on a process's first MCP call
+
     signals.request_started.send(sender=None, environ=environ)  # stale DB connections closed, as Django does
     try:
-        return _answer_here(_headers(environ), body)
+        return answer_here(_headers(environ), body)
     except Exception:  # before any call ran (the handler's own failures are answered): Django's view proxies it
         logger.exception("MCP request on the main port could not be answered here")
         return None
